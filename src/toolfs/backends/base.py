@@ -1,0 +1,169 @@
+"""The conditional-store interface: one small adapter per backend.
+
+An adapter does two things, each atomically and each in as few backend round trips as
+the backend allows:
+
+* :meth:`Store.get` reads bytes together with the version of exactly those bytes
+  (optionally a byte range, optionally only if the file is still at a given version);
+* :meth:`Store.put` stores bytes on a condition, :class:`Create` (must not exist),
+  :class:`Overwrite` (unconditional) or :class:`Update` (must still be at a version),
+  and returns the new version.
+
+Adapters raise :class:`~toolfs.errors.FsError` (``not_found``, ``not_a_file``,
+``stale``, ``backend_error``) and nothing else. Paths are the wrapped filesystem's own
+paths (already confined by the policy layer).
+
+Async-native backends (S3, GCS) subclass :class:`AsyncStore` and implement the
+coroutines; the sync methods run them on fsspec's I/O loop. Blocking backends (memory,
+local) implement the sync methods; the coroutines run them in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from toolfs.versions import FileVersion
+
+
+@dataclass(frozen=True)
+class Create:
+    """Store only if the file does not exist."""
+
+
+@dataclass(frozen=True)
+class Overwrite:
+    """Store unconditionally."""
+
+
+@dataclass(frozen=True)
+class Update:
+    """Store only if the file is still at ``expected``."""
+
+    expected: FileVersion
+
+
+PutMode = Create | Overwrite | Update
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend truly guarantees; tests and docs key on these flags."""
+
+    atomic: bool
+    """``put`` checks its condition and stores in one indivisible step."""
+    cross_process: bool
+    """The guarantee holds between processes (and machines), not only threads."""
+    digest_versions: bool
+    """Versions are content digests: rewriting identical bytes keeps the version."""
+    symlinks: bool = False
+    """Paths may traverse symlinks, which the policy resolves and confines."""
+
+
+@dataclass(frozen=True)
+class Blob:
+    """Bytes read from a file, with the version of the whole file they belong to."""
+
+    data: bytes
+    version: FileVersion
+    size: int
+    """Size of the whole file (``len(data)`` may be smaller for a range)."""
+    start: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """True when ``data`` is the whole file."""
+        return self.start == 0 and len(self.data) == self.size
+
+
+class Store(ABC):
+    """A conditional store over one fsspec filesystem."""
+
+    capabilities: ClassVar[Capabilities]
+    name: ClassVar[str]
+
+    def __init__(self, fs: Any, *, root: str | None = None,
+                 size_cap: int = 10 * 1024 * 1024) -> None:
+        self.fs = fs
+        self.root = root
+        """The confinement root; adapters that walk paths (local) start from it."""
+        self.size_cap = size_cap
+        """The whole-file cap the policy enforces; adapters may tune reads to it."""
+
+    @abstractmethod
+    def get(
+        self, path: str, *, start: int = 0, length: int | None = None,
+        if_version: FileVersion | None = None,
+    ) -> Blob:
+        """Read ``length`` bytes from ``start`` (all to the end when ``None``).
+
+        With ``if_version``, raise ``stale`` unless the file is still at that version
+        (every block of a windowed read is pinned this way, so a view is never torn).
+        """
+
+    @abstractmethod
+    def put(self, path: str, data: bytes, mode: PutMode) -> FileVersion:
+        """Store ``data`` if ``mode`` holds, else raise ``stale``; return the new version."""
+
+    @abstractmethod
+    def delete(self, path: str, mode: Update | Overwrite) -> None:
+        """Remove the file if ``mode`` holds, else raise ``stale``."""
+
+    async def get_async(
+        self, path: str, *, start: int = 0, length: int | None = None,
+        if_version: FileVersion | None = None,
+    ) -> Blob:
+        """Coroutine form of :meth:`get`."""
+        return await asyncio.to_thread(
+            lambda: self.get(path, start=start, length=length, if_version=if_version))
+
+    async def put_async(self, path: str, data: bytes, mode: PutMode) -> FileVersion:
+        """Coroutine form of :meth:`put`."""
+        return await asyncio.to_thread(self.put, path, data, mode)
+
+    async def delete_async(self, path: str, mode: Update | Overwrite) -> None:
+        """Coroutine form of :meth:`delete`."""
+        await asyncio.to_thread(self.delete, path, mode)
+
+
+class AsyncStore(Store):
+    """A store whose core is async; the sync API runs it on fsspec's I/O loop."""
+
+    @abstractmethod
+    async def get_async(
+        self, path: str, *, start: int = 0, length: int | None = None,
+        if_version: FileVersion | None = None,
+    ) -> Blob: ...
+
+    @abstractmethod
+    async def put_async(self, path: str, data: bytes, mode: PutMode) -> FileVersion: ...
+
+    @abstractmethod
+    async def delete_async(self, path: str, mode: Update | Overwrite) -> None: ...
+
+    def get(
+        self, path: str, *, start: int = 0, length: int | None = None,
+        if_version: FileVersion | None = None,
+    ) -> Blob:
+        return self._sync(self.get_async(path, start=start, length=length,
+                                         if_version=if_version))
+
+    def put(self, path: str, data: bytes, mode: PutMode) -> FileVersion:
+        return self._sync(self.put_async(path, data, mode))
+
+    def delete(self, path: str, mode: Update | Overwrite) -> None:
+        self._sync(self.delete_async(path, mode))
+
+    def _sync(self, coro: Any) -> Any:
+        from fsspec.asyn import sync
+
+        return sync(self.fs.loop, lambda: coro)
+
+
+def clamp_range(size: int, start: int, length: int | None) -> tuple[int, int]:
+    """``(start, end)`` of a byte range clamped to a file of ``size`` bytes."""
+    start = max(0, min(start, size))
+    end = size if length is None else max(start, min(size, start + length))
+    return start, end

@@ -1,0 +1,77 @@
+"""Memory backend: compare-and-set under one process-wide lock.
+
+``MemoryFileSystem.store`` is a class attribute shared by every instance, so two
+workspaces over ``memory://`` see the same files; the lock is shared the same way.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, ClassVar
+
+from toolfs.backends.base import (
+    Blob, Capabilities, Create, Overwrite, PutMode, Store, Update, clamp_range,
+)
+from toolfs.errors import fs_error
+from toolfs.versions import FileVersion
+
+_LOCK = threading.RLock()
+
+
+class MemoryStore(Store):
+    """Adapter for :class:`fsspec.implementations.memory.MemoryFileSystem`."""
+
+    name: ClassVar[str] = "memory"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        atomic=True, cross_process=False, digest_versions=True)
+
+    def _current(self, path: str) -> bytes | None:
+        entry: Any = self.fs.store.get(self.fs._strip_protocol(path))
+        if entry is None:
+            if self.fs.isdir(path):
+                raise fs_error("not_a_file", f"{path} is a directory", path=path)
+            return None
+        return bytes(entry.getbuffer())
+
+    def get(
+        self, path: str, *, start: int = 0, length: int | None = None,
+        if_version: FileVersion | None = None,
+    ) -> Blob:
+        with _LOCK:
+            data = self._current(path)
+        if data is None:
+            raise fs_error("not_found", f"{path} does not exist", path=path)
+        version = FileVersion.of_bytes(data)
+        if if_version is not None and version != if_version:
+            raise fs_error("stale", f"{path} changed", path=path)
+        lo, hi = clamp_range(len(data), start, length)
+        return Blob(data=data[lo:hi], version=version, size=len(data), start=lo)
+
+    def put(self, path: str, data: bytes, mode: PutMode) -> FileVersion:
+        with _LOCK:
+            current = self._current(path)
+            _check(path, current, mode)
+            parent = self.fs._parent(path)
+            if parent and not self.fs.exists(parent):
+                self.fs.makedirs(parent, exist_ok=True)
+            self.fs.pipe_file(path, data)
+        return FileVersion.of_bytes(data)
+
+    def delete(self, path: str, mode: Update | Overwrite) -> None:
+        with _LOCK:
+            current = self._current(path)
+            if current is None and isinstance(mode, Overwrite):
+                raise fs_error("not_found", f"{path} does not exist", path=path)
+            _check(path, current, mode)
+            self.fs.rm_file(path)
+
+
+def _check(path: str, current: bytes | None, mode: PutMode) -> None:
+    """Raise ``stale`` unless ``mode`` holds for a file whose bytes are ``current``."""
+    if isinstance(mode, Create) and current is not None:
+        raise fs_error("stale", f"{path} was created by someone else", path=path)
+    if isinstance(mode, Update):
+        if current is None:
+            raise fs_error("stale", f"{path} was deleted", path=path)
+        if FileVersion.of_bytes(current) != mode.expected:
+            raise fs_error("stale", f"{path} changed", path=path)

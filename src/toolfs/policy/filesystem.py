@@ -1,0 +1,640 @@
+"""``PolicyFileSystem``: the wrapper filesystem that enforces the observation policy.
+
+It wraps any fsspec filesystem, confines every path to a root, records what this
+execution context observed, and commits every change through the backend's
+conditional store with the observed version as the condition.
+
+Contract with the tool layer (and anyone else holding the wrapper):
+
+* ``open(path, "rb")`` returns an :class:`ObservedFile`. Its ``version`` is the version of
+  exactly the bytes it yields, and opening it records that version as observed. Files up
+  to the whole-file cap are fetched whole when opened (``complete`` is true); larger ones
+  stream in blocks pinned to that version, so a concurrent change gives ``stale``, never
+  a torn view. ``open(path, "rb", intent="edit")`` yields the bytes *at the observed
+  version* (from the ledger's cache when it holds them) and records nothing new.
+* ``pipe_file(path, data)`` commits ``data`` under the policy and returns a
+  :class:`Commit` (``created``, ``version``); ``open(path, "wb")``, ``write_text``,
+  ``pipe``, ``put_file``, ``cp_file``, ``mv`` and ``touch`` all end up there.
+* ``rm_file`` deletes under the same rules as an update. Every other mutating method
+  raises ``denied``; read-only methods are forwarded with paths confined.
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from fsspec.spec import AbstractFileSystem
+
+from toolfs.backends import Create, Overwrite, PutMode, Store, Update, store_for
+from toolfs.backends.base import Blob
+from toolfs.errors import FsError, fs_error
+from toolfs.policy.events import FsEvent, Operation, Subscriber, Veto
+from toolfs.policy.ledger import Ledger
+from toolfs.policy.paths import Jail, Target
+from toolfs.policy.rules import Policy, deny_matcher
+from toolfs.versions import FileVersion
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Commit:
+    """What :meth:`PolicyFileSystem.pipe_file` stored."""
+
+    path: str
+    created: bool
+    version: FileVersion
+    previous: FileVersion | None
+    size: int
+
+
+class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
+    """An fsspec filesystem that guards another one for one execution context.
+
+    Args:
+        fs: the filesystem to wrap.
+        root: the jail, in ``fs``'s own path form (``/srv/repo``, ``bucket/prefix``).
+        context_id: names this context in events and snapshots (default: random).
+        policy: the observation rules; ``None`` turns them off (unconditional writes),
+            leaving confinement, ``read_only``, ``deny`` and caps in force.
+        read_only: refuse every change with ``denied``.
+        deny: gitignore-style globs (``.git/**``, ``.env``) refused with ``denied``.
+        size_cap: largest file that is read whole, edited or written (bytes).
+        first_block: bytes asked for by the first request of a read; files up to this
+            size cost one request.
+        block_size: bytes per request when streaming a file over ``size_cap``.
+        cache_bytes: memory bound of the observed-content cache.
+        store: the conditional-store adapter (default: chosen by ``fs``'s type).
+    """
+
+    protocol: ClassVar[str] = "toolfs"
+    # fsspec caches instances by constructor arguments; two contexts must never share a
+    # ledger, so every construction yields a fresh instance.
+    cachable: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        fs: AbstractFileSystem,
+        root: str = "",
+        *,
+        context_id: str | None = None,
+        policy: Policy | None = Policy(),  # noqa: B008 - frozen value object
+        read_only: bool = False,
+        deny: tuple[str, ...] | list[str] = (),
+        size_cap: int = 10 * MiB,
+        first_block: int = 1 * MiB,
+        block_size: int = 256 * 1024,
+        cache_bytes: int = 32 * MiB,
+        store: Store | None = None,
+        subscribers: list[Subscriber] | None = None,
+    ) -> None:
+        super().__init__()
+        self.fs = fs
+        protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+        self.store = store or store_for(fs, root=root or None, size_cap=size_cap)
+        self.jail = Jail(root, tuple(protocols),
+                         resolve_symlinks=self.store.capabilities.symlinks)
+        self.context_id = context_id or uuid.uuid4().hex[:12]
+        self.policy = policy
+        self.read_only = read_only
+        self.deny = tuple(deny)
+        self._denied = deny_matcher(self.deny)
+        self.size_cap = size_cap
+        self.first_block = max(1, min(first_block, size_cap))
+        self.block_size = block_size
+        self.ledger = Ledger(self.context_id, cache_bytes=cache_bytes)
+        self.subscribers: list[Subscriber] = list(subscribers or [])
+
+    # -- plumbing -----------------------------------------------------------------
+
+    @classmethod
+    def _strip_protocol(cls, path: Any) -> Any:
+        if isinstance(path, str) and path.startswith("toolfs://"):
+            return path[len("toolfs://"):]
+        return path
+
+    def subscribe(self, subscriber: Subscriber) -> Subscriber:
+        """Add an ``fs/*`` event subscriber; returns it (usable as a decorator)."""
+        self.subscribers.append(subscriber)
+        return subscriber
+
+    def _emit(self, type_: Any, op: Operation, target: Target, *,
+              before: FileVersion | None = None, after: FileVersion | None = None,
+              reason: str | None = None) -> None:
+        event = FsEvent(type=type_, context_id=self.context_id, operation=op,
+                        path=target.display, version_before=before, version_after=after,
+                        reason=reason)
+        for sub in list(self.subscribers):
+            sub(event)
+
+    def resolve(self, path: str) -> Target:
+        """Confine a path (raises ``outside_root``)."""
+        return self.jail.resolve(path)
+
+    def _writable(self, path: str, op: Operation) -> Target:
+        target = self.resolve(path)
+        why = None
+        if self.read_only:
+            why = "this workspace is read-only"
+        elif self._denied(target.display):
+            why = f"{target.display} matches a deny rule"
+        if why is not None:
+            err = fs_error("denied", why, path=target.display)
+            self._emit("fs/denied", op, target, reason=f"denied: {why}")
+            raise err
+        return target
+
+    def _readable(self, path: str) -> Target:
+        target = self.resolve(path)
+        if self._denied(target.display):
+            why = f"{target.display} matches a deny rule"
+            self._emit("fs/denied", "read", target, reason=f"denied: {why}")
+            raise fs_error("denied", why, path=target.display)
+        return target
+
+    def _fail(self, err: FsError, target: Target, op: Operation) -> FsError:
+        """Attach the display path and emit ``fs/denied`` for a refused change."""
+        err.path = target.display
+        err.message = err.message.replace(target.backend_path, target.display)
+        if err.code in ("stale", "not_observed", "denied"):
+            self._emit("fs/denied", op, target, reason=f"{err.code}: {err.message}")
+        return err
+
+    def _not_found(self, target: Target, cause: FsError) -> FsError:
+        err = fs_error("not_found", f"{target.display} does not exist", path=target.display)
+        if self.store.capabilities.symlinks or self.store.name == "memory":
+            near = self._siblings(target)
+            if near:
+                err.details["did_you_mean"] = near
+                err.message += f". Did you mean: {', '.join(near)}?"
+        err.__cause__ = cause
+        return err
+
+    def _siblings(self, target: Target) -> list[str]:
+        parent = self.fs._parent(target.backend_path)
+        try:
+            names = [n.rsplit("/", 1)[-1] for n in self.fs.ls(parent, detail=False)]
+        except Exception:  # a hint only; never let it mask the real error
+            return []
+        base = target.display.rsplit("/", 1)[-1]
+        prefix = target.display[: len(target.display) - len(base)]
+        return [prefix + n for n in difflib.get_close_matches(base, names, n=3, cutoff=0.6)]
+
+    # -- reading ------------------------------------------------------------------
+
+    def _get(self, target: Target, **kw: Any) -> Blob:
+        try:
+            return self.store.get(target.backend_path, **kw)
+        except FsError as err:
+            if err.code == "not_found":
+                raise self._not_found(target, err) from err.__cause__
+            raise self._fail(err, target, "read") from err.__cause__
+
+    def open_observed(self, path: str) -> ObservedFile:
+        """Open for reading and record the version of the bytes it yields."""
+        target = self._readable(path)
+        try:
+            head = self._get(target, length=self.first_block)
+        except FsError as err:
+            if err.code == "not_found":
+                self.ledger.record(target.backend_path, None)
+            raise
+        data = head.data
+        if not head.complete and head.size <= self.size_cap:
+            rest = self._get(target, start=len(data), if_version=head.version)
+            data += rest.data
+        complete = len(data) == head.size
+        self.ledger.record(target.backend_path, head.version, size=head.size,
+                           content=data if complete else None)
+        self._emit("fs/read", "read", target, after=head.version)
+        return ObservedFile(self, target, head.version, head.size, data)
+
+    def open_for_edit(self, path: str) -> ObservedFile:
+        """The bytes at the version this context observed (``not_observed``/``stale``).
+
+        Without a policy, the current bytes. Records nothing: an edit must stand on an
+        earlier observation.
+        """
+        target = self._writable(path, "edit")
+        obs = self.ledger.get(target.backend_path)
+        if self.policy is None or (obs is None and not self.policy.require_observation):
+            blob = self._get(target, length=self.size_cap + 1)
+            self._check_cap(target, blob.size)
+            return ObservedFile(self, target, blob.version, blob.size, blob.data)
+        if obs is None or obs.version is None:
+            probe = self._get(target, length=1)  # raises not_found when absent
+            if obs is None:
+                raise self._fail(fs_error(
+                    "not_observed",
+                    f"{target.display} exists but was not read in this context; read it "
+                    "before changing it", path=target.display), target, "edit")
+            raise self._fail(fs_error(
+                "stale", f"{target.display} was created since you saw it absent; read it "
+                "again", path=target.display,
+                details={"current_version": str(probe.version)}), target, "edit")
+        if obs.size is not None:
+            self._check_cap(target, obs.size)
+        cached = self.ledger.content(target.backend_path, obs.version)
+        if cached is not None:
+            return ObservedFile(self, target, obs.version, len(cached), cached)
+        try:
+            blob = self._get(target, if_version=obs.version)
+        except FsError as err:
+            if err.code == "stale":
+                err.message = f"{target.display} changed since you read it; read it again"
+            raise
+        self._check_cap(target, blob.size)
+        return ObservedFile(self, target, blob.version, blob.size, blob.data)
+
+    def _check_cap(self, target: Target, size: int) -> None:
+        if size > self.size_cap:
+            raise fs_error(
+                "too_large",
+                f"{target.display} is {size} bytes, over the {self.size_cap}-byte cap for "
+                "whole-file edits and writes", path=target.display,
+                details={"size": size, "cap": self.size_cap})
+
+    def _open(self, path: str, mode: str = "rb", block_size: Any = None,
+              autocommit: bool = True, cache_options: Any = None, **kwargs: Any) -> Any:
+        if mode == "rb":
+            if kwargs.get("intent") == "edit":
+                return self.open_for_edit(path)
+            return self.open_observed(path)
+        if mode in ("wb", "xb"):
+            self._writable(path, "write")
+            return _CommitOnClose(self, path, exclusive=mode == "xb")
+        raise fs_error("unsupported", f"mode {mode!r} is not supported; use rb, wb or xb",
+                       path=path)
+
+    def open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
+        """Open a file: ``rb`` observes, ``wb``/``xb`` commit on close; text modes wrap."""
+        if "b" not in mode:
+            raw = self._open(path, mode.replace("t", "") + "b", **kwargs)
+            enc = {k: kwargs[k] for k in ("encoding", "errors", "newline") if k in kwargs}
+            return io.TextIOWrapper(raw, **{"encoding": "utf-8", **enc})
+        return self._open(path, mode, **kwargs)
+
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None,
+                 **kwargs: Any) -> bytes:
+        """Bytes of a file (a range when given); records an observation."""
+        f = self.open_observed(path)
+        if start is None and end is None:
+            return f.read()
+        size = f.size
+        lo = 0 if start is None else (start if start >= 0 else max(0, size + start))
+        hi = size if end is None else (end if end >= 0 else max(0, size + end))
+        f.seek(lo)
+        return f.read(max(0, hi - lo))
+
+    def get_file(self, rpath: str, lpath: str, **kwargs: Any) -> None:
+        """Download to a local file (an observation, like any read)."""
+        data = self.cat_file(rpath)
+        with open(lpath, "wb") as out:
+            out.write(data)
+
+    # -- writing ------------------------------------------------------------------
+
+    def _condition(self, target: Target, expected: FileVersion | None) -> PutMode:
+        if self.policy is None:
+            return Update(expected) if expected is not None else Overwrite()
+        obs = self.ledger.get(target.backend_path)
+        if obs is not None and obs.version is not None:
+            return Update(obs.version)
+        if obs is None and not self.policy.require_observation:
+            return Overwrite()
+        return Create()
+
+    def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", *,
+                  operation: Operation = "write", expected: FileVersion | None = None,
+                  **kwargs: Any) -> Commit:
+        """Commit ``value`` under the policy (see the module docstring).
+
+        ``mode="create"`` refuses to replace an existing file whatever was observed;
+        ``expected`` pins the update to a version when the policy is off.
+        """
+        target = self._writable(path, operation)
+        data = bytes(value)
+        self._check_cap(target, len(data))
+        put: PutMode = Create() if mode == "create" else self._condition(target, expected)
+        before = put.expected if isinstance(put, Update) else None
+        try:
+            self._emit("fs/write-intent", operation, target, before=before)
+        except Veto as veto:
+            err = fs_error("denied", f"vetoed: {veto.reason}", path=target.display)
+            raise self._fail(err, target, operation) from veto
+        if isinstance(put, Overwrite) and self.policy is None:
+            # Unguarded: learn whether this creates, so the result can say so.
+            put, created = Create(), True
+            try:
+                version = self.store.put(target.backend_path, data, put)
+            except FsError as err:
+                if err.code != "stale":
+                    raise self._fail(err, target, operation) from err.__cause__
+                version, created = self._put(target, data, Overwrite(), operation), False
+        else:
+            version = self._put(target, data, put, operation)
+            created = isinstance(put, Create)
+        self.ledger.record(target.backend_path, version, size=len(data), content=data)
+        self._emit("fs/written", operation, target, before=before, after=version)
+        return Commit(path=target.display, created=created, version=version,
+                      previous=before, size=len(data))
+
+    def _put(self, target: Target, data: bytes, put: PutMode, op: Operation) -> FileVersion:
+        try:
+            return self.store.put(target.backend_path, data, put)
+        except FsError as err:
+            if err.code == "stale":
+                err = self._explain_stale(target, put, err)
+            raise self._fail(err, target, op) from err.__cause__
+
+    def _explain_stale(self, target: Target, put: PutMode, err: FsError) -> FsError:
+        obs = self.ledger.get(target.backend_path)
+        if isinstance(put, Create) and obs is None and self.policy is not None:
+            return fs_error(
+                "not_observed",
+                f"{target.display} already exists and was not read in this context; read "
+                "it before replacing it", path=target.display)
+        if isinstance(put, Create):
+            msg = f"{target.display} was created by someone else since you saw it absent"
+        else:
+            msg = f"{target.display} changed since you read it"
+        out = fs_error("stale", msg + "; read it again, then redo the change",
+                       path=target.display, details=err.details)
+        out.__cause__ = err.__cause__
+        return out
+
+    def write_bytes(self, path: str, value: bytes, **kwargs: Any) -> Commit:
+        return self.pipe_file(path, value, **kwargs)
+
+    def write_text(self, path: str, value: str, encoding: str | None = None,
+                   errors: str | None = None, newline: str | None = None,
+                   **kwargs: Any) -> Commit:
+        if newline not in (None, "", "\n"):
+            value = value.replace("\n", newline)
+        return self.pipe_file(path, value.encode(encoding or "utf-8", errors or "strict"))
+
+    def put_file(self, lpath: str, rpath: str, callback: Any = None, **kwargs: Any) -> None:
+        """Upload a local file through the policy."""
+        with open(lpath, "rb") as f:
+            self.pipe_file(rpath, f.read())
+
+    def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
+        """Copy: an observed read of ``path1`` and a guarded write of ``path2``."""
+        self.pipe_file(path2, self.cat_file(path1))
+
+    def mv(self, path1: str, path2: str, recursive: bool = False, maxdepth: Any = None,
+           **kwargs: Any) -> None:
+        """Move one file: guarded copy, then guarded delete of the source."""
+        if recursive:
+            raise fs_error("unsupported", "recursive moves are not supported", path=path1)
+        self.cp_file(path1, path2)
+        self.rm_file(path1)
+
+    def rm_file(self, path: str) -> None:
+        """Delete a file; needs a fresh observation, like an update."""
+        target = self._writable(path, "delete")
+        obs = self.ledger.get(target.backend_path)
+        mode: Update | Overwrite
+        if self.policy is None:
+            mode = Overwrite()
+        elif obs is None or obs.version is None:
+            err = fs_error("not_observed", f"read {target.display} before deleting it",
+                           path=target.display)
+            raise self._fail(err, target, "delete")
+        else:
+            mode = Update(obs.version)
+        try:
+            self._emit("fs/write-intent", "delete", target,
+                       before=mode.expected if isinstance(mode, Update) else None)
+        except Veto as veto:
+            err = fs_error("denied", f"vetoed: {veto.reason}", path=target.display)
+            raise self._fail(err, target, "delete") from veto
+        try:
+            self.store.delete(target.backend_path, mode)
+        except FsError as err:
+            if err.code == "stale":
+                err = self._explain_stale(target, mode, err)
+            raise self._fail(err, target, "delete") from err.__cause__
+        self.ledger.record(target.backend_path, None)
+        self._emit("fs/written", "delete", target,
+                   before=mode.expected if isinstance(mode, Update) else None)
+
+    def rm(self, path: Any, recursive: bool = False, maxdepth: Any = None) -> None:
+        """Delete files one by one through :meth:`rm_file` (never recursively)."""
+        if recursive:
+            raise fs_error("denied", "recursive deletes are not allowed", path=str(path))
+        for p in [path] if isinstance(path, str) else list(path):
+            self.rm_file(p)
+
+    def touch(self, path: str, truncate: bool = True, **kwargs: Any) -> None:
+        """Create an empty file; truncating an existing one is a guarded write."""
+        target = self._writable(path, "write")
+        if not truncate and self.fs.exists(target.backend_path):
+            return  # nothing changes: content versions do not move on touch
+        self.pipe_file(path, b"")
+
+    def makedirs(self, path: str, exist_ok: bool = False) -> None:
+        target = self._writable(path, "mkdir")
+        if self.fs.isfile(target.backend_path):
+            raise fs_error("denied", f"{target.display} is a file", path=target.display)
+        self.fs.makedirs(target.backend_path, exist_ok=exist_ok)
+
+    def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
+        self.makedirs(path, exist_ok=True)
+
+    def _refuse(self, what: str) -> FsError:
+        return fs_error("denied", f"{what} is not available through the policy filesystem")
+
+    def rmdir(self, path: str) -> None:
+        raise self._refuse("rmdir")
+
+    def chmod(self, path: str, mode: int, **kwargs: Any) -> None:
+        raise self._refuse("chmod")
+
+    def setxattrs(self, path: str, **kwargs: Any) -> None:
+        raise self._refuse("setxattrs")
+
+    def start_transaction(self) -> Any:
+        raise self._refuse("transactions")
+
+    def link(self, *args: Any, **kwargs: Any) -> None:
+        raise self._refuse("link")
+
+    def symlink(self, *args: Any, **kwargs: Any) -> None:
+        raise self._refuse("symlink")
+
+    # -- read-only forwarding -----------------------------------------------------
+
+    def _entry(self, info: dict[str, Any]) -> dict[str, Any]:
+        return {**info, "name": self.jail.display_of(self.fs._strip_protocol(info["name"]))}
+
+    def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        target = self._readable(path)
+        try:
+            return self._entry(self.fs.info(target.backend_path, **kwargs))
+        except FileNotFoundError as exc:
+            raise fs_error("not_found", f"{target.display} does not exist",
+                           path=target.display) from exc
+
+    def ls(self, path: str = "", detail: bool = True, **kwargs: Any) -> list[Any]:
+        target = self.resolve(path or ".") if path not in ("", ".") else Target(
+            self.jail.join(""), ".")
+        entries = self.fs.ls(target.backend_path, detail=True, **kwargs)
+        out = [self._entry(e) for e in entries]
+        return out if detail else [e["name"] for e in out]
+
+    def exists(self, path: str, **kwargs: Any) -> bool:
+        try:
+            return bool(self.fs.exists(self.resolve(path).backend_path))
+        except FsError as err:
+            if err.code == "outside_root":
+                raise
+            return False
+
+    def isfile(self, path: str) -> bool:
+        return bool(self.fs.isfile(self.resolve(path).backend_path))
+
+    def isdir(self, path: str) -> bool:
+        if path in ("", "."):
+            return True
+        return bool(self.fs.isdir(self.resolve(path).backend_path))
+
+    def size(self, path: str) -> int:
+        return int(self.info(path)["size"])
+
+    def find(self, path: str = "", maxdepth: int | None = None, withdirs: bool = False,
+             detail: bool = False, **kwargs: Any) -> Any:
+        base = self.jail.join("") if path in ("", ".") else self.resolve(path).backend_path
+        found = self.fs.find(base, maxdepth=maxdepth, withdirs=withdirs, detail=True)
+        entries = {self.jail.display_of(self.fs._strip_protocol(k)): self._entry(v)
+                   for k, v in found.items()}
+        return entries if detail else sorted(entries)
+
+    def walk(self, path: str = "", maxdepth: int | None = None, **kwargs: Any
+             ) -> Iterator[Any]:
+        base = self.jail.join("") if path in ("", ".") else self.resolve(path).backend_path
+        for root, dirs, files in self.fs.walk(base, maxdepth=maxdepth, **kwargs):
+            yield self.jail.display_of(self.fs._strip_protocol(root)), dirs, files
+
+    def modified(self, path: str) -> Any:
+        return self.fs.modified(self.resolve(path).backend_path)
+
+    def created(self, path: str) -> Any:
+        return self.fs.created(self.resolve(path).backend_path)
+
+    def ukey(self, path: str) -> str:
+        return str(self.fs.ukey(self.resolve(path).backend_path))
+
+    def __repr__(self) -> str:
+        return (f"PolicyFileSystem({type(self.fs).__name__}, root={self.jail.root!r}, "
+                f"context_id={self.context_id!r})")
+
+
+class ObservedFile(io.RawIOBase):
+    """A read-only file whose bytes all belong to one ``version``.
+
+    Whole files (``complete``) are served from memory; larger ones fetch ``block_size``
+    blocks on demand, each pinned to ``version`` (``stale`` if the file changed).
+    """
+
+    def __init__(self, owner: PolicyFileSystem, target: Target, version: FileVersion,
+                 size: int, head: bytes) -> None:
+        super().__init__()
+        self._owner = owner
+        self.path = target.display
+        self._target = target
+        self.version = version
+        self.size = size
+        self._buf = head
+        self._buf_start = 0
+        self._pos = 0
+
+    @property
+    def complete(self) -> bool:
+        """True when the whole file is in memory."""
+        return self._buf_start == 0 and len(self._buf) == self.size
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def _fill(self, start: int, length: int) -> None:
+        """Make the buffer hold ``[start, start + length)`` (as far as the file goes)."""
+        end = min(self.size, start + length)
+        buf_end = self._buf_start + len(self._buf)
+        if self._buf_start <= start and end <= buf_end:
+            return
+        keep = self._buf[start - self._buf_start:] if self._buf_start <= start < buf_end else b""
+        fetch_from = start + len(keep)
+        want = max(end - fetch_from, self._owner.block_size)
+        blob = self._owner._get(self._target, start=fetch_from, length=want,
+                                if_version=self.version)
+        self._buf, self._buf_start = keep + blob.data, start
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0:
+            size = self.size - self._pos
+        size = min(size, max(0, self.size - self._pos))
+        if size == 0:
+            return b""
+        self._fill(self._pos, size)
+        lo = self._pos - self._buf_start
+        out = self._buf[lo:lo + size]
+        self._pos += len(out)
+        return out
+
+    def readinto(self, b: Any) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def readline(self, size: int | None = -1) -> bytes:
+        parts: list[bytes] = []
+        while self._pos < self.size:
+            self._fill(self._pos, 1)
+            lo = self._pos - self._buf_start
+            nl = self._buf.find(b"\n", lo)
+            end = len(self._buf) if nl == -1 else nl + 1
+            parts.append(self._buf[lo:end])
+            self._pos = self._buf_start + end
+            if nl != -1:
+                break
+        return b"".join(parts)
+
+
+class _CommitOnClose(io.BytesIO):
+    """``open(..., "wb")``: buffers, then commits through the policy on close."""
+
+    def __init__(self, owner: PolicyFileSystem, path: str, *, exclusive: bool) -> None:
+        super().__init__()
+        self._owner, self._path, self._exclusive = owner, path, exclusive
+        self.commit: Commit | None = None
+
+    def close(self) -> None:
+        if not self.closed:
+            data = self.getvalue()
+            super().close()
+            self.commit = self._owner.pipe_file(
+                self._path, data, mode="create" if self._exclusive else "overwrite")
+
+    def __exit__(self, *exc: Any) -> Literal[False]:
+        if exc[0] is not None:
+            super().close()  # an exception inside the block commits nothing
+        else:
+            self.close()
+        return False

@@ -1,0 +1,98 @@
+"""The ledger: what one execution context has observed, and a bounded content cache."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolfs.versions import FileVersion
+
+
+class Observation(BaseModel):
+    """One context's last sight of one file."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: FileVersion | None
+    """The version seen; ``None`` means the file was seen to be absent."""
+    size: int | None = None
+    at: float = Field(default_factory=time.time)
+
+
+class LedgerSnapshot(BaseModel):
+    """A serialisable copy of a ledger, so a restarted agent keeps what it observed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    context_id: str
+    observations: dict[str, Observation]
+
+
+class Ledger:
+    """Observations of one context, keyed by backend path; thread-safe.
+
+    It also keeps the bytes of recently observed versions (up to ``cache_bytes``, least
+    recently used dropped first) so that an edit right after a full read needs no
+    second download: the bytes are valid exactly for the version they were read at.
+    """
+
+    def __init__(self, context_id: str, *, cache_bytes: int = 32 * 1024 * 1024) -> None:
+        self.context_id = context_id
+        self.cache_bytes = cache_bytes
+        self._obs: dict[str, Observation] = {}
+        self._cache: OrderedDict[str, tuple[FileVersion, bytes]] = OrderedDict()
+        self._cached_total = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Observation | None:
+        with self._lock:
+            return self._obs.get(key)
+
+    def record(self, key: str, version: FileVersion | None, *, size: int | None = None,
+               content: bytes | None = None) -> None:
+        """Remember that ``key`` is at ``version`` (None: absent), with its bytes if known."""
+        with self._lock:
+            self._obs[key] = Observation(version=version, size=size)
+            self._drop(key)
+            if content is not None and version is not None and len(content) <= self.cache_bytes:
+                self._cache[key] = (version, content)
+                self._cached_total += len(content)
+                while self._cached_total > self.cache_bytes:
+                    self._drop(next(iter(self._cache)))
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._obs.pop(key, None)
+            self._drop(key)
+
+    def content(self, key: str, version: FileVersion) -> bytes | None:
+        """The cached bytes of ``key`` at ``version``, if still held."""
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is None or hit[0] != version:
+                return None
+            self._cache.move_to_end(key)
+            return hit[1]
+
+    def _drop(self, key: str) -> None:
+        old = self._cache.pop(key, None)
+        if old is not None:
+            self._cached_total -= len(old[1])
+
+    def snapshot(self) -> LedgerSnapshot:
+        with self._lock:
+            return LedgerSnapshot(context_id=self.context_id, observations=dict(self._obs))
+
+    def restore(self, snapshot: LedgerSnapshot) -> None:
+        """Replace the observations with a snapshot's (the content cache starts empty)."""
+        with self._lock:
+            self._obs = dict(snapshot.observations)
+            self._cache.clear()
+            self._cached_total = 0
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._obs)

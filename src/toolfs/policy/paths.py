@@ -1,0 +1,147 @@
+"""Confinement: the workspace root is a jail.
+
+:class:`Jail` turns a path the model gave into the wrapped filesystem's path, or raises
+``outside_root``. The rules are deliberately strict and identical on every backend:
+
+* NUL bytes, backslashes, empty segments (``a//b``) and ``..`` segments are refused,
+  whatever they would resolve to (on object stores ``a/../b`` is a different key, so
+  normalising it would change meaning);
+* percent-encoded ``.``, ``/``, ``\\`` or NUL, and Unicode look-alikes whose NFKC form
+  adds a separator or a ``..`` segment, are refused;
+* absolute paths and URLs are accepted only when they name something inside the root
+  (same protocol); object-store keys never start with ``/``, so there a leading ``/``
+  is always outside;
+* on local disk, the target (or, for a new file, its nearest existing parent) is resolved
+  through symlinks and must stay inside the real root; the local adapter then walks
+  the resolved path with ``O_NOFOLLOW`` so a symlink swapped in later cannot redirect
+  the write.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from toolfs.errors import fs_error
+
+_PCT = re.compile(r"%(2e|2f|5c|00)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A confined path: where it lives in the wrapped fs, and how the model sees it."""
+
+    backend_path: str
+    display: str
+
+
+class Jail:
+    """Maps model paths to backend paths under ``root``.
+
+    Args:
+        root: the root in the wrapped filesystem's own path form (no protocol).
+        protocols: the wrapped filesystem's protocol names, for URL forms.
+        resolve_symlinks: resolve and confine symlinks (local disk).
+    """
+
+    def __init__(self, root: str, protocols: tuple[str, ...], *,
+                 resolve_symlinks: bool = False) -> None:
+        self.resolve_symlinks = resolve_symlinks
+        root = root.rstrip("/") if root not in ("", "/") else root
+        self.root = root
+        self.real_root = os.path.realpath(root) if resolve_symlinks else root
+        self.protocols = protocols
+
+    def join(self, rel: str) -> str:
+        if not rel:
+            return self.root
+        if self.root in ("", "/"):
+            return f"{self.root}{rel}"
+        return f"{self.root}/{rel}"
+
+    def resolve(self, path: object) -> Target:
+        """Confine ``path``, or raise ``invalid_arguments``/``outside_root``."""
+        if not isinstance(path, str) or not path:
+            raise fs_error("invalid_arguments", "file_path must be a non-empty string")
+        shown = path if len(path) <= 200 else path[:200] + "..."
+        if "\x00" in path:
+            raise fs_error("outside_root", "file_path contains a NUL byte",
+                           path=shown.replace("\x00", "\\0"))
+        rel = self._relative(path, shown)
+        parts = [p for p in rel.split("/") if p != "."] if rel else []
+        rel = "/".join(parts)
+        backend = self.join(rel)
+        if self.resolve_symlinks:
+            backend = self._resolve_links(backend, shown)
+        return Target(backend_path=backend, display=rel or ".")
+
+    def _relative(self, path: str, shown: str) -> str:
+        def outside(why: str) -> Exception:
+            return fs_error("outside_root", f"{shown!r} is outside the workspace root: {why}",
+                            path=shown)
+
+        if "\\" in path:
+            raise outside("backslashes are not path separators here")
+        if _PCT.search(path):
+            raise outside("percent-encoded separators or dots are not allowed")
+        nfkc = unicodedata.normalize("NFKC", path)
+        if nfkc != path and (nfkc.count("/") != path.count("/") or ".." in nfkc.split("/")
+                             or "\\" in nfkc):
+            raise outside("Unicode look-alikes of path separators or dots are not allowed")
+        if "://" in path:
+            proto, _, rest = path.partition("://")
+            if proto not in self.protocols:
+                raise outside(f"the protocol {proto}:// is not this workspace's")
+            # Back to the wrapped fs's own absolute form: "/dir/file" or "bucket/key".
+            path = self._strip_root("/" + rest.lstrip("/") if self.rooted else rest, outside)
+        elif path.startswith("/"):
+            if not self.rooted:
+                raise outside("object-store keys do not start with '/'")
+            path = self._strip_root(path, outside)
+        if not path:
+            return ""
+        if path.endswith("/"):
+            raise fs_error("not_a_file", f"{shown!r} names a directory", path=shown)
+        segments = path.split("/")
+        if any(s == "" for s in segments):
+            raise outside("empty path segments ('//') are not allowed")
+        if any(s == ".." for s in segments):
+            raise outside("'..' segments are not allowed")
+        return path
+
+    @property
+    def rooted(self) -> bool:
+        """Whether the wrapped fs's absolute paths start with ``/`` (local, memory)."""
+        return self.root.startswith("/")
+
+    def _strip_root(self, path: str, outside: Callable[[str], Exception]) -> str:
+        for root in (self.root, self.real_root):
+            if path == root:
+                return ""
+            if root == "/":
+                return path[1:]
+            if path.startswith(root + "/"):
+                return path[len(root) + 1:]
+        raise outside("it does not lie inside the root")
+
+    def _resolve_links(self, backend: str, shown: str) -> str:
+        real = os.path.realpath(backend)
+        root = self.real_root
+        if real != root and not real.startswith(root.rstrip("/") + "/"):
+            raise fs_error("outside_root",
+                           f"{shown!r} resolves through a symlink to outside the root",
+                           path=shown)
+        return real
+
+    def display_of(self, backend_path: str) -> str:
+        """The display path of a backend path inside the root."""
+        for root in (self.root, self.real_root):
+            if backend_path == root:
+                return "."
+            prefix = root if root.endswith("/") else root + "/"
+            if backend_path.startswith(prefix):
+                return backend_path[len(prefix):]
+        return backend_path

@@ -1,0 +1,108 @@
+"""Canonical results: the facts each tool produced, never an echo of its arguments.
+
+The model text is a projection of these (see :mod:`toolfs.render`); token-facing
+truncation lives only there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from toolfs.errors import FsError
+from toolfs.versions import FileVersion
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def _repr_markdown_(self) -> str:
+        from toolfs.display import result_markdown
+
+        return result_markdown(self)
+
+
+class ReadResult(_Result):
+    """What ``read`` returned."""
+
+    path: str
+    """Display path, relative to the workspace root."""
+    version: FileVersion
+    """Version of exactly the bytes these lines came from."""
+    lines: list[str]
+    """The returned lines, complete (without line terminators)."""
+    start_line: int
+    """1-based number of ``lines[0]``."""
+    line_count: int
+    """Number of returned lines."""
+    total_lines: int | None
+    """Lines in the file; ``None`` when a windowed read of a file over the whole-file cap
+    stopped before the end (the count would cost reading the whole file)."""
+    size: int
+    """Size of the file in bytes."""
+    partial: bool
+    """True unless every line of the file was returned."""
+
+    @property
+    def end_line(self) -> int:
+        """Number of the last returned line (``start_line - 1`` when none)."""
+        return self.start_line + self.line_count - 1
+
+
+class WriteResult(_Result):
+    """What ``write`` did."""
+
+    path: str
+    action: Literal["created", "updated"]
+    version: FileVersion
+    size: int
+    """Bytes written."""
+
+
+class EditResult(_Result):
+    """What ``edit`` did."""
+
+    path: str
+    replacements: int
+    replace_all: bool
+    version: FileVersion
+    lines: list[int]
+    """Line of each replaced span in the file before the edit."""
+    snippet: list[str]
+    """A few lines of the new file around the first replacement."""
+    snippet_start: int
+    """1-based line number of ``snippet[0]`` in the new file."""
+
+
+ToolResult = ReadResult | WriteResult | EditResult
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """The outcome of :meth:`toolfs.Workspace.execute`: model text plus the canonical value
+    or the error. ``execute`` never raises for tool errors."""
+
+    text: str
+    value: ToolResult | None
+    error: FsError | None
+
+    @property
+    def is_error(self) -> bool:
+        return self.error is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe structured content: the value's fields or the error's."""
+        if self.error is not None:
+            return {"ok": False, "error": self.error.to_dict()}
+        assert self.value is not None
+        return {"ok": True, "result": self.value.model_dump(mode="json")}
+
+    def _repr_markdown_(self) -> str:
+        from toolfs.display import error_markdown, result_markdown
+
+        if self.error is not None:
+            return error_markdown(self.error)
+        assert self.value is not None
+        return result_markdown(self.value)

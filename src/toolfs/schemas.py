@@ -1,0 +1,141 @@
+"""The pinned model-facing schemas of ``read``, ``write`` and ``edit``.
+
+These pydantic models are a public contract: field names, required/optional sets and
+defaults do not change. :func:`tool_definitions` exports them as plain JSON Schema and
+in the OpenAI function-tool, Anthropic tool and MCP tool shapes.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+DEFAULT_LIMIT = 2000
+
+ToolName = Literal["read", "write", "edit"]
+DefinitionFormat = Literal["openai", "anthropic", "mcp", "json_schema"]
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ReadArgs(_Args):
+    """Arguments of ``read``."""
+
+    file_path: str = Field(description="Path of the file to read, relative to the workspace root.")
+    offset: int | None = Field(
+        default=None, ge=1,
+        description="First line to return, 1-based. Default 1.")
+    limit: int | None = Field(
+        default=None, ge=1,
+        description=f"Maximum number of lines to return. Default {DEFAULT_LIMIT}.")
+
+
+class WriteArgs(_Args):
+    """Arguments of ``write``."""
+
+    file_path: str = Field(description="Path of the file to write, relative to the workspace root.")
+    content: str = Field(description="The complete new UTF-8 text content of the file.")
+
+
+class EditArgs(_Args):
+    """Arguments of ``edit``."""
+
+    file_path: str = Field(description="Path of the file to edit, relative to the workspace root.")
+    old_string: str = Field(
+        min_length=1,
+        description="The exact literal text to replace; must not be empty.")
+    new_string: str = Field(
+        description="The literal replacement text; empty deletes the match. "
+                    "Must differ from old_string.")
+    replace_all: bool = Field(
+        default=False,
+        description="Replace every occurrence. When false, old_string must match exactly once.")
+
+    @model_validator(mode="after")
+    def _differs(self) -> EditArgs:
+        if self.old_string == self.new_string:
+            raise ValueError("old_string and new_string must differ")
+        return self
+
+
+ARGS_MODELS: dict[str, type[_Args]] = {"read": ReadArgs, "write": WriteArgs, "edit": EditArgs}
+
+OBSERVATION_POLICY = (
+    "Updating an existing file requires that you read or wrote that file earlier in this "
+    "session; creating a new file does not. The update is refused if the file changed since "
+    "you last read it: read it again, then retry."
+)
+
+DESCRIPTIONS: dict[str, str] = {
+    "read": (
+        "Read a UTF-8 text file and return its lines numbered like `cat -n`. Use offset and "
+        f"limit to page through long files (default: the first {DEFAULT_LIMIT} lines). "
+        "Reading a file, or any window of it, lets you edit or overwrite it afterwards."
+    ),
+    "write": (
+        "Create a UTF-8 text file, or replace its whole content. " + OBSERVATION_POLICY
+    ),
+    "edit": (
+        "Replace an exact literal string in a UTF-8 text file. old_string must match exactly "
+        "once unless replace_all is true. " + OBSERVATION_POLICY
+    ),
+}
+
+# MCP tool annotations: read is read-only; edit is not idempotent; write replaces
+# content entirely, so repeating it leaves the same file.
+ANNOTATIONS: dict[str, dict[str, Any]] = {
+    "read": {"title": "Read file", "readOnlyHint": True, "destructiveHint": False,
+             "idempotentHint": True, "openWorldHint": False},
+    "write": {"title": "Write file", "readOnlyHint": False, "destructiveHint": True,
+              "idempotentHint": True, "openWorldHint": False},
+    "edit": {"title": "Edit file", "readOnlyHint": False, "destructiveHint": True,
+             "idempotentHint": False, "openWorldHint": False},
+}
+
+
+def input_schema(tool: str) -> dict[str, Any]:
+    """The JSON Schema of one tool's arguments (self-contained, no ``$defs``)."""
+    schema = ARGS_MODELS[tool].model_json_schema()
+    schema.pop("title", None)
+    schema.pop("description", None)
+    for prop in schema["properties"].values():
+        prop.pop("title", None)
+        # `int | None` renders as anyOf[int, null]; the model should see a plain integer.
+        if "anyOf" in prop:
+            variants = [v for v in prop.pop("anyOf") if v.get("type") != "null"]
+            prop.update(variants[0])
+            prop.pop("default", None)
+    schema["additionalProperties"] = False
+    return schema
+
+
+def tool_definitions(format: DefinitionFormat = "json_schema") -> list[dict[str, Any]]:
+    """The three tool definitions in the shape ``format`` expects.
+
+    * ``json_schema``: ``{"name", "description", "input_schema"}`` with plain JSON Schema;
+    * ``openai``: ``{"type": "function", "function": {"name", "description", "parameters"}}``;
+    * ``anthropic``: ``{"name", "description", "input_schema"}``;
+    * ``mcp``: ``{"name", "title", "description", "inputSchema", "annotations"}``.
+    """
+    out: list[dict[str, Any]] = []
+    for name in ARGS_MODELS:
+        schema = input_schema(name)
+        desc = DESCRIPTIONS[name]
+        if format == "openai":
+            out.append({"type": "function",
+                        "function": {"name": name, "description": desc, "parameters": schema}})
+        elif format in ("anthropic", "json_schema"):
+            out.append({"name": name, "description": desc, "input_schema": schema})
+        elif format == "mcp":
+            out.append({"name": name, "title": ANNOTATIONS[name]["title"], "description": desc,
+                        "inputSchema": schema, "annotations": copy.deepcopy(ANNOTATIONS[name])})
+        else:
+            from toolfs.errors import fs_error
+
+            raise fs_error("invalid_arguments",
+                           f"unknown format {format!r}; use openai, anthropic, mcp or json_schema")
+    return out

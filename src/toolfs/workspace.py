@@ -1,0 +1,220 @@
+"""``Workspace``: one execution context (one agent) over one root, with the three tools."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from fsspec.core import url_to_fs
+from fsspec.spec import AbstractFileSystem
+from pydantic import ValidationError
+
+from toolfs import tools
+from toolfs.errors import FsError, fs_error
+from toolfs.policy.events import AuditLog, Subscriber
+from toolfs.policy.filesystem import PolicyFileSystem
+from toolfs.policy.ledger import LedgerSnapshot
+from toolfs.policy.rules import Policy
+from toolfs.render import render_error, render_result
+from toolfs.results import EditResult, ReadResult, ToolOutput, ToolResult, WriteResult
+from toolfs.schemas import ARGS_MODELS, DefinitionFormat, EditArgs, ReadArgs, WriteArgs
+from toolfs.schemas import tool_definitions as _tool_definitions
+
+T = TypeVar("T")
+
+_DEFAULT_POLICY = Policy()
+
+
+class Workspace:
+    """The three tools for one agent, confined to one root.
+
+    ``Workspace("memory://proj")``, ``Workspace("/srv/repo")``,
+    ``Workspace("s3://bucket/prefix", storage_options={...})`` or
+    ``Workspace(fs, root="...")`` for a filesystem you already have.
+
+    Options (all keyword): ``policy`` (``None`` turns the observation rules off),
+    ``read_only``, ``deny`` (globs), ``size_cap``, ``first_block``, ``block_size``,
+    ``cache_bytes``, ``context_id``, ``subscribers`` -- see
+    :class:`~toolfs.policy.PolicyFileSystem`.
+    """
+
+    def __init__(
+        self,
+        url: str | AbstractFileSystem,
+        storage_options: Mapping[str, Any] | None = None,
+        *,
+        root: str | None = None,
+        policy: Policy | None = _DEFAULT_POLICY,
+        **options: Any,
+    ) -> None:
+        if isinstance(url, AbstractFileSystem):
+            fs, path = url, root if root is not None else ""
+            if storage_options:
+                raise fs_error("invalid_arguments",
+                               "storage_options only apply when a URL is given")
+        else:
+            try:
+                fs, path = url_to_fs(url, **dict(storage_options or {}))
+            except (ImportError, ValueError) as exc:
+                raise fs_error("invalid_arguments", f"cannot open {_redact(url)}: {exc}"
+                               ) from exc
+            if root is not None:
+                path = f"{path.rstrip('/')}/{root.strip('/')}" if root else path
+        self.url = url if isinstance(url, str) else f"{type(url).__name__}:{path}"
+        self._storage_options = dict(storage_options or {})
+        self._options = {"policy": policy, **options}
+        self.audit = AuditLog()
+        subscribers = [self.audit, *options.pop("subscribers", [])]
+        self.fs = PolicyFileSystem(fs, path, policy=policy, subscribers=subscribers,
+                                   **options)
+
+    # -- the tools ----------------------------------------------------------------
+
+    def read(self, file_path: str, offset: int | None = None,
+             limit: int | None = None) -> ReadResult:
+        """Read numbered lines; raises :class:`~toolfs.errors.FsError`."""
+        return tools.read(self.fs, _validated(ReadArgs, file_path=file_path, offset=offset,
+                                              limit=limit))
+
+    def write(self, file_path: str, content: str) -> WriteResult:
+        """Create or replace a file; raises :class:`~toolfs.errors.FsError`."""
+        return tools.write(self.fs, _validated(WriteArgs, file_path=file_path,
+                                               content=content))
+
+    def edit(self, file_path: str, old_string: str, new_string: str,
+             replace_all: bool = False) -> EditResult:
+        """Replace literal text; raises :class:`~toolfs.errors.FsError`."""
+        return tools.edit(self.fs, _validated(
+            EditArgs, file_path=file_path, old_string=old_string, new_string=new_string,
+            replace_all=replace_all))
+
+    def execute(self, tool: str, arguments: Any) -> ToolOutput:
+        """Run a tool from a model's call. Never raises for tool errors or bad input."""
+        try:
+            value = self._dispatch(tool, arguments)
+        except FsError as err:
+            return ToolOutput(text=render_error(err), value=None, error=err)
+        except Exception as exc:  # the model must get a result, never a traceback
+            err = fs_error("backend_error", f"{type(exc).__name__}: {_redact(str(exc))}")
+            err.__cause__ = exc
+            return ToolOutput(text=render_error(err), value=None, error=err)
+        return ToolOutput(text=render_result(value), value=value, error=None)
+
+    def _dispatch(self, tool: str, arguments: Any) -> ToolResult:
+        model = ARGS_MODELS.get(tool) if isinstance(tool, str) else None
+        if model is None:
+            raise fs_error("invalid_arguments",
+                           f"unknown tool {str(tool)[:50]!r}; the tools are read, write, edit")
+        if not isinstance(arguments, Mapping):
+            raise fs_error("invalid_arguments", "arguments must be a JSON object")
+        args = _validated(model, **arguments)
+        if isinstance(args, ReadArgs):
+            return tools.read(self.fs, args)
+        if isinstance(args, WriteArgs):
+            return tools.write(self.fs, args)
+        assert isinstance(args, EditArgs)
+        return tools.edit(self.fs, args)
+
+    # -- context ------------------------------------------------------------------
+
+    @property
+    def context_id(self) -> str:
+        return self.fs.context_id
+
+    def tool_definitions(self, format: DefinitionFormat = "json_schema") -> list[dict[str, Any]]:
+        """The tool definitions (see :func:`toolfs.tool_definitions`)."""
+        return _tool_definitions(format)
+
+    def snapshot(self) -> LedgerSnapshot:
+        """What this context observed, to :meth:`restore` after a restart."""
+        return self.fs.ledger.snapshot()
+
+    def restore(self, snapshot: LedgerSnapshot) -> None:
+        """Resume from a :meth:`snapshot` (cached content is not restored)."""
+        self.fs.ledger.restore(snapshot)
+
+    def subscribe(self, subscriber: Subscriber) -> Subscriber:
+        """Receive ``fs/*`` events (see :mod:`toolfs.policy.events`)."""
+        return self.fs.subscribe(subscriber)
+
+    def new_context(self, **overrides: Any) -> Workspace:
+        """Another execution context (fresh ledger) over the same filesystem and root."""
+        options = {k: v for k, v in self._options.items() if k != "context_id"}
+        options.update(overrides)
+        return Workspace(self.fs.fs, root=self.fs.jail.root, **options)
+
+    def __repr__(self) -> str:
+        return f"Workspace({_redact(self.url)!r}, context_id={self.context_id!r})"
+
+    def _repr_markdown_(self) -> str:
+        from toolfs.display import workspace_markdown
+
+        return workspace_markdown(self)
+
+
+class AsyncWorkspace:
+    """The same three tools as coroutines, for async agents and servers.
+
+    Each call runs the synchronous tool on a worker thread; S3 and GCS I/O inside it is
+    awaited on fsspec's own event loop. The caller's event loop is never blocked.
+    """
+
+    def __init__(self, url: str | AbstractFileSystem | Workspace,
+                 storage_options: Mapping[str, Any] | None = None, *,
+                 max_workers: int = 32, **options: Any) -> None:
+        self.sync = url if isinstance(url, Workspace) else Workspace(
+            url, storage_options, **options)
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max_workers, thread_name_prefix="toolfs")
+
+    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+    async def read(self, file_path: str, offset: int | None = None,
+                   limit: int | None = None) -> ReadResult:
+        return await self._run(self.sync.read, file_path, offset, limit)
+
+    async def write(self, file_path: str, content: str) -> WriteResult:
+        return await self._run(self.sync.write, file_path, content)
+
+    async def edit(self, file_path: str, old_string: str, new_string: str,
+                   replace_all: bool = False) -> EditResult:
+        return await self._run(self.sync.edit, file_path, old_string, new_string, replace_all)
+
+    async def execute(self, tool: str, arguments: Any) -> ToolOutput:
+        return await self._run(self.sync.execute, tool, arguments)
+
+    @property
+    def context_id(self) -> str:
+        return self.sync.context_id
+
+    def new_context(self, **overrides: Any) -> AsyncWorkspace:
+        return AsyncWorkspace(self.sync.new_context(**overrides))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+
+
+def _validated(model: type[T], **fields: Any) -> T:
+    """Validate tool arguments, turning pydantic's error into ``invalid_arguments``."""
+    given = {k: v for k, v in fields.items() if v is not None or k not in ("offset", "limit")}
+    try:
+        return model.model_validate(given)  # type: ignore[attr-defined, no-any-return]
+    except ValidationError as exc:
+        problems = []
+        for e in exc.errors(include_url=False, include_input=False):
+            where = ".".join(str(p) for p in e["loc"]) or "arguments"
+            problems.append(f"{where}: {e['msg']}")
+        raise fs_error("invalid_arguments", "invalid arguments: " + "; ".join(problems),
+                       details={"errors": problems}) from None
+
+
+def _redact(text: str) -> str:
+    """Hide credentials that may sit in URLs (``scheme://user:secret@host``)."""
+    import re
+
+    return re.sub(r"(://[^/:@\s]+):[^@/\s]+@", r"\1:***@", text)
