@@ -28,6 +28,9 @@ from dataclasses import dataclass
 from toolfs.errors import fs_error
 
 _PCT = re.compile(r"%(2e|2f|5c|00)", re.IGNORECASE)
+# Slash look-alikes that NFKC leaves alone; some tools and terminals still treat or
+# show them as separators, so a path holding one is refused rather than guessed at.
+_SLASHES = frozenset("\u2215\u2044\u29f8\u29f9\u2571\u2572\ufe68\u1735\u2cc6")
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,8 @@ class Jail:
             raise outside("backslashes are not path separators here")
         if _PCT.search(path):
             raise outside("percent-encoded separators or dots are not allowed")
+        if _SLASHES.intersection(path):
+            raise outside("Unicode look-alikes of path separators are not allowed")
         nfkc = unicodedata.normalize("NFKC", path)
         if nfkc != path and (nfkc.count("/") != path.count("/") or ".." in nfkc.split("/")
                              or "\\" in nfkc):

@@ -1,0 +1,301 @@
+"""Latency of toolfs ``read``/``write``/``edit`` against the bare Python way of doing the same.
+
+For each backend (local temp dir, fsspec memory) and file size (1 KB, 100 KB, 5 MB) it
+times, interleaved with its baseline so that drift hits both alike:
+
+* ``read``:  ``ws.read(path)`` (default window, 2000 lines) vs open + read + decode
+  (memory: ``MemoryFileSystem.cat_file`` + decode);
+* ``write``: ``ws.write(path, text)`` replacing the file vs encode + temp file + fsync +
+  ``os.replace`` (memory: ``pipe_file``);
+* ``edit``:  an edit chain (each ``ws.edit`` follows the previous one in the same
+  workspace, so its bytes come from the ledger cache; the store still re-reads and
+  hashes the file to check the version) vs read + ``str.replace`` + the bare write;
+* ``read+edit``: ``ws.read`` then ``ws.edit`` vs bare read + bare edit (what an agent
+  does for a file it has not read yet).
+
+Usage: ``python benchmarks/bench_latency.py [--tiny] [--backends local,memory]``.
+No assertions: it prints a Markdown table and whether the local target (≤ 1.5×) held.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import fsspec
+from _common import fmt_us, machine_facts, markdown_table, median_us, ratio
+
+import toolfs
+
+TARGET = 1.5
+SIZES = {"1 KB": 1_000, "100 KB": 100_000, "5 MB": 5_000_000}
+# Iterations per size: small files are cheap and noisy, so they get many samples.
+ITERATIONS = {"1 KB": 1000, "100 KB": 300, "5 MB": 30}
+TINY_ITERATIONS = {"1 KB": 20, "100 KB": 10, "5 MB": 3}
+MARK_A, MARK_B = "MARKER_ALPHA_0001", "MARKER_OMEGA_0002"
+
+OPS_DOC = {
+    "read": "ws.read (2000-line window) vs open+read+decode",
+    "write": "ws.write (replace) vs encode+tmp+fsync+os.replace",
+    "edit": "ws.edit chain (bytes from ledger cache) vs read+replace+bare write",
+    "read+edit": "ws.read then ws.edit vs bare read + bare edit",
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    backend: str
+    size: str
+    op: str
+    iterations: int
+    toolfs_us: float
+    bare_us: float
+
+
+def make_text(size: int, marker: str) -> str:
+    """~100-byte ASCII lines with one unique marker in the middle line."""
+    line_len = 100
+    n = max(3, size // line_len)
+    body = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor"
+    lines = [f"{i:08d} {body}"[: line_len - 1] for i in range(n)]
+    mid = n // 2
+    lines[mid] = (f"{mid:08d} {marker} " + body)[: line_len - 1]
+    text = "\n".join(lines) + "\n"
+    return text[:size - 1] + "\n" if len(text) > size else text
+
+
+# -- bare baselines ---------------------------------------------------------------
+
+
+def bare_read(path: str) -> str:
+    with open(path, "rb") as f:
+        return f.read().decode("utf-8")
+
+
+def bare_write(path: str, text: str) -> None:
+    """What a careful tool does without toolfs: temp file, fsync, atomic rename."""
+    data = text.encode("utf-8")
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def bare_edit(path: str, old: str, new: str) -> None:
+    bare_write(path, bare_read(path).replace(old, new))
+
+
+# -- measurement ------------------------------------------------------------------
+
+
+def interleaved(n: int, warmup: int, toolfs_fn: Callable[[int], object],
+                bare_fn: Callable[[int], object]) -> tuple[list[int], list[int]]:
+    """Time ``n`` calls of each, alternating which goes first (cache/drift fairness)."""
+    for i in range(warmup):
+        toolfs_fn(i)
+        bare_fn(i)
+    gc.collect()
+    t_samples: list[int] = []
+    b_samples: list[int] = []
+    clock = time.perf_counter_ns
+    for i in range(warmup, warmup + n):
+        order = ((toolfs_fn, t_samples), (bare_fn, b_samples))
+        for fn, out in order if i % 2 else order[::-1]:
+            t0 = clock()
+            fn(i)
+            out.append(clock() - t0)
+    return t_samples, b_samples
+
+
+class Toggle:
+    """Alternates a file between two same-size markers so every edit changes it."""
+
+    def __init__(self) -> None:
+        self.has_a = True
+
+    def next(self) -> tuple[str, str]:
+        old, new = (MARK_A, MARK_B) if self.has_a else (MARK_B, MARK_A)
+        self.has_a = not self.has_a
+        return old, new
+
+
+def bench_local(label: str, size: int, n: int, warmup: int) -> list[Row]:
+    base = tempfile.mkdtemp(prefix="toolfs-bench-latency-")
+    try:
+        # Separate directories: the toolfs local store lists the target's directory
+        # on each write (crash leftovers), and bare files must not inflate that.
+        os.makedirs(os.path.join(base, "tfs"))
+        bare_dir = os.path.join(base, "bare")
+        os.makedirs(bare_dir)
+        ws = toolfs.Workspace(os.path.join(base, "tfs"))
+        text_a, text_b = make_text(size, MARK_A), make_text(size, MARK_B)
+        rows: list[Row] = []
+
+        def run(op: str, t_fn: Callable[[int], object], b_fn: Callable[[int], object]) -> None:
+            t, b = interleaved(n, warmup, t_fn, b_fn)
+            rows.append(Row("local", label, op, n, median_us(t), median_us(b)))
+
+        # read
+        bare_path = os.path.join(bare_dir, "r.txt")
+        bare_write(bare_path, text_a)
+        ws.write("r.txt", text_a)
+        run("read", lambda i: ws.read("r.txt"), lambda i: bare_read(bare_path))
+
+        # write: replace an existing file with a new content of the same size
+        bare_wpath = os.path.join(bare_dir, "w.txt")
+        ws.write("w.txt", text_a)
+        bare_write(bare_wpath, text_a)
+        contents = (text_b, text_a)
+        run("write", lambda i: ws.write("w.txt", contents[i % 2]),
+            lambda i: bare_write(bare_wpath, contents[i % 2]))
+
+        # edit chain
+        bare_epath = os.path.join(bare_dir, "e.txt")
+        ws.write("e.txt", text_a)
+        bare_write(bare_epath, text_a)
+        ws.read("e.txt")
+        t_tog, b_tog = Toggle(), Toggle()
+        run("edit", lambda i: ws.edit("e.txt", *t_tog.next()),
+            lambda i: bare_edit(bare_epath, *b_tog.next()))
+
+        # read then edit
+        bare_cpath = os.path.join(bare_dir, "c.txt")
+        ws.write("c.txt", text_a)
+        bare_write(bare_cpath, text_a)
+        tc_tog, bc_tog = Toggle(), Toggle()
+
+        def t_cycle(i: int) -> None:
+            ws.read("c.txt")
+            ws.edit("c.txt", *tc_tog.next())
+
+        def b_cycle(i: int) -> None:
+            bare_read(bare_cpath)
+            bare_edit(bare_cpath, *bc_tog.next())
+
+        run("read+edit", t_cycle, b_cycle)
+        return rows
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def bench_memory(label: str, size: int, n: int, warmup: int) -> list[Row]:
+    tag = uuid.uuid4().hex[:8]
+    root = f"/toolfs-bench-{tag}"
+    bare_root = f"/toolfs-bench-{tag}-bare"
+    fs = fsspec.filesystem("memory")
+    fs.makedirs(bare_root, exist_ok=True)
+    ws = toolfs.Workspace(f"memory://{root}")
+    text_a, text_b = make_text(size, MARK_A), make_text(size, MARK_B)
+    rows: list[Row] = []
+
+    def run(op: str, t_fn: Callable[[int], object], b_fn: Callable[[int], object]) -> None:
+        t, b = interleaved(n, warmup, t_fn, b_fn)
+        rows.append(Row("memory", label, op, n, median_us(t), median_us(b)))
+
+    def b_read(path: str) -> str:
+        return fs.cat_file(path).decode("utf-8")  # type: ignore[no-any-return]
+
+    def b_write(path: str, text: str) -> None:
+        fs.pipe_file(path, text.encode("utf-8"))
+
+    def b_edit(path: str, old: str, new: str) -> None:
+        b_write(path, b_read(path).replace(old, new))
+
+    try:
+        b_write(f"{bare_root}/r.txt", text_a)
+        ws.write("r.txt", text_a)
+        run("read", lambda i: ws.read("r.txt"), lambda i: b_read(f"{bare_root}/r.txt"))
+
+        ws.write("w.txt", text_a)
+        b_write(f"{bare_root}/w.txt", text_a)
+        contents = (text_b, text_a)
+        run("write", lambda i: ws.write("w.txt", contents[i % 2]),
+            lambda i: b_write(f"{bare_root}/w.txt", contents[i % 2]))
+
+        ws.write("e.txt", text_a)
+        b_write(f"{bare_root}/e.txt", text_a)
+        ws.read("e.txt")
+        t_tog, b_tog = Toggle(), Toggle()
+        run("edit", lambda i: ws.edit("e.txt", *t_tog.next()),
+            lambda i: b_edit(f"{bare_root}/e.txt", *b_tog.next()))
+
+        ws.write("c.txt", text_a)
+        b_write(f"{bare_root}/c.txt", text_a)
+        tc_tog, bc_tog = Toggle(), Toggle()
+
+        def t_cycle(i: int) -> None:
+            ws.read("c.txt")
+            ws.edit("c.txt", *tc_tog.next())
+
+        def b_cycle(i: int) -> None:
+            b_read(f"{bare_root}/c.txt")
+            b_edit(f"{bare_root}/c.txt", *bc_tog.next())
+
+        run("read+edit", t_cycle, b_cycle)
+        return rows
+    finally:
+        for r in (root, bare_root):
+            if fs.exists(r):
+                fs.rm(r, recursive=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tiny", action="store_true",
+                        help="a few iterations per case (smoke test, numbers are noise)")
+    parser.add_argument("--backends", default="local,memory",
+                        help="comma-separated subset of local,memory")
+    parser.add_argument("--sizes", default=",".join(SIZES),
+                        help="comma-separated subset of: " + ", ".join(SIZES))
+    args = parser.parse_args(argv)
+
+    iterations = TINY_ITERATIONS if args.tiny else ITERATIONS
+    warmup = 1 if args.tiny else 5
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    runners = {"local": bench_local, "memory": bench_memory}
+    rows: list[Row] = []
+    for backend in backends:
+        for label in sizes:
+            rows += runners[backend](label, SIZES[label], iterations[label], warmup)
+
+    print(f"## toolfs latency vs bare Python{' (--tiny: smoke test only)' if args.tiny else ''}")
+    print()
+    print(machine_facts())
+    print()
+    print(markdown_table(
+        ["backend", "size", "op", "n", "toolfs µs (median)", "bare µs (median)",
+         "ratio", f"≤ {TARGET}× (local)"],
+        [[r.backend, r.size, r.op, r.iterations, fmt_us(r.toolfs_us), fmt_us(r.bare_us),
+          ratio(r.toolfs_us, r.bare_us),
+          ("yes" if r.toolfs_us <= TARGET * r.bare_us else "**no**")
+          if r.backend == "local" else "-"]
+         for r in rows]))
+    print()
+    print("What each op measures (bare = the plain-Python equivalent in the same run):")
+    for op, doc in OPS_DOC.items():
+        print(f"- {op}: {doc}")
+    print("- memory backend baseline: fsspec MemoryFileSystem cat_file/pipe_file directly")
+    local = [r for r in rows if r.backend == "local"]
+    if local:
+        missed = [r for r in local if r.toolfs_us > TARGET * r.bare_us]
+        print()
+        print(f"Target: toolfs ≤ {TARGET}× bare on local. "
+              + ("Met for every local case." if not missed else
+                 f"Missed in {len(missed)} of {len(local)} local cases: "
+                 + ", ".join(f"{r.op} {r.size} ({ratio(r.toolfs_us, r.bare_us)})"
+                             for r in missed) + "."))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+"""The root is a jail: a table of path attacks, on every backend, plus local link escapes."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import pytest
+
+from tests.backends import Backend, LocalBackend
+
+# (path, why) -- every one must be refused with outside_root on every backend.
+ATTACKS = [
+    ("../escape.txt", "parent"),
+    ("a/../../escape.txt", "parent in the middle"),
+    ("a/..", "parent at the end"),
+    ("..", "bare parent"),
+    ("./../escape.txt", "dot then parent"),
+    ("/etc/passwd", "absolute outside"),
+    ("//etc/passwd", "double slash absolute"),
+    ("a//b.txt", "empty segment"),
+    ("a\\..\\..\\escape.txt", "backslashes"),
+    ("..\\escape.txt", "backslash parent"),
+    ("a\x00.txt", "NUL"),
+    ("%2e%2e/escape.txt", "percent-encoded dots"),
+    ("a%2f..%2f..%2fescape.txt", "percent-encoded slash"),
+    ("\uff0e\uff0e/escape.txt", "fullwidth dots"),
+    ("a\u2215..\u2215escape.txt", "division slash look-alike"),
+    ("file:///etc/passwd", "file URL"),
+    ("s3://other-bucket/x.txt", "other bucket URL"),
+    ("gs://other-bucket/x.txt", "other bucket GCS URL"),
+    ("memory://elsewhere/x.txt", "other memory root"),
+    ("http://example.invalid/x", "http URL"),
+]
+
+
+@pytest.mark.parametrize(("path", "why"), ATTACKS, ids=[w for _, w in ATTACKS])
+def test_path_attacks_are_outside_root(backend: Backend, path: str, why: str) -> None:
+    ws = backend.workspace()
+    for tool, extra in [("read", {}), ("write", {"content": "pwned\n"}),
+                        ("edit", {"old_string": "a", "new_string": "b"})]:
+        out = ws.execute(tool, {"file_path": path, **extra})
+        assert out.error is not None, (tool, path)
+        assert out.error.code == "outside_root", (tool, path, out.text)
+
+
+def test_sibling_prefix_root_is_outside(tmp_path: pathlib.Path) -> None:
+    b = LocalBackend(str(tmp_path))
+    b.setup()
+    evil = tmp_path / "root-evil"
+    evil.mkdir()
+    (evil / "x.txt").write_text("secret\n")
+    ws = b.workspace()
+    for path in [str(evil / "x.txt"), f"file://{evil}/x.txt", "../root-evil/x.txt"]:
+        out = ws.execute("read", {"file_path": path})
+        assert out.error is not None and out.error.code == "outside_root", path
+
+
+def test_absolute_path_inside_root_is_accepted(tmp_path: pathlib.Path) -> None:
+    b = LocalBackend(str(tmp_path))
+    b.setup()
+    b.put("in.txt", b"hello\n")
+    ws = b.workspace()
+    out = ws.execute("read", {"file_path": os.path.join(b.root, "in.txt")})
+    assert not out.is_error, out.text
+    assert out.value is not None and out.value.path == "in.txt"
+
+
+def _local(tmp_path: pathlib.Path) -> tuple[LocalBackend, pathlib.Path]:
+    b = LocalBackend(str(tmp_path))
+    b.setup()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("secret\n")
+    return b, outside
+
+
+def test_symlinked_file_escape(tmp_path: pathlib.Path) -> None:
+    b, outside = _local(tmp_path)
+    os.symlink(outside / "secret.txt", os.path.join(b.root, "link.txt"))
+    ws = b.workspace()
+    for tool, extra in [("read", {}), ("write", {"content": "x"})]:
+        out = ws.execute(tool, {"file_path": "link.txt", **extra})
+        assert out.error is not None and out.error.code == "outside_root", out.text
+    assert (outside / "secret.txt").read_text() == "secret\n"
+
+
+def test_symlinked_parent_of_new_file_escape(tmp_path: pathlib.Path) -> None:
+    b, outside = _local(tmp_path)
+    os.symlink(outside, os.path.join(b.root, "dirlink"))
+    out = b.workspace().execute("write", {"file_path": "dirlink/new.txt", "content": "x"})
+    assert out.error is not None and out.error.code == "outside_root", out.text
+    assert not (outside / "new.txt").exists()
+
+
+def test_symlink_inside_root_is_followed(tmp_path: pathlib.Path) -> None:
+    b, _ = _local(tmp_path)
+    b.put("real.txt", b"inside\n")
+    os.symlink(os.path.join(b.root, "real.txt"), os.path.join(b.root, "alias.txt"))
+    ws = b.workspace()
+    assert ws.read("alias.txt").lines == ["inside"]
+    ws.edit("alias.txt", "inside", "still inside")
+    assert b.get("real.txt") == b"still inside\n"
+
+
+def test_symlink_swapped_in_after_the_check_cannot_redirect(tmp_path: pathlib.Path) -> None:
+    """The local adapter walks the checked path with O_NOFOLLOW: a parent directory
+    replaced by a symlink between the policy's check and the write is refused."""
+    b, outside = _local(tmp_path)
+    sub = pathlib.Path(b.root) / "sub"
+    sub.mkdir()
+    (sub / "f.txt").write_text("mine\n")
+    ws = b.workspace()
+    ws.read("sub/f.txt")
+    target = ws.fs.resolve("sub/f.txt")  # the check has been made
+    (sub / "f.txt").unlink()
+    sub.rmdir()
+    os.symlink(outside, sub)  # the swap
+    (outside / "f.txt").write_text("mine\n")
+    with pytest.raises(Exception) as exc:
+        ws.fs.store.put(target.backend_path, b"pwned\n",
+                        __import__("toolfs.backends", fromlist=["Overwrite"]).Overwrite())
+    assert getattr(exc.value, "code", None) == "outside_root"
+    assert (outside / "f.txt").read_text() == "mine\n"
+    out = ws.execute("write", {"file_path": "sub/f.txt", "content": "pwned\n"})
+    assert out.error is not None and out.error.code == "outside_root"
+    assert (outside / "f.txt").read_text() == "mine\n"
+
+
+def test_hardlink_write_replaces_the_link_not_the_outside_file(tmp_path: pathlib.Path) -> None:
+    b, outside = _local(tmp_path)
+    os.link(outside / "secret.txt", os.path.join(b.root, "hard.txt"))
+    ws = b.workspace()
+    ws.read("hard.txt")
+    ws.write("hard.txt", "replaced\n")
+    assert b.get("hard.txt") == b"replaced\n"
+    assert (outside / "secret.txt").read_text() == "secret\n"
