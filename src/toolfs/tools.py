@@ -7,7 +7,7 @@ rules. Each returns a canonical result or raises :class:`~toolfs.errors.FsError`
 
 from __future__ import annotations
 
-from toolfs.errors import fs_error
+from toolfs.errors import FsError, fs_error
 from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
 from toolfs.results import EditResult, ReadResult, WriteResult
 from toolfs.schemas import DEFAULT_LIMIT, EditArgs, ReadArgs, WriteArgs
@@ -73,8 +73,15 @@ def edit(fs: PolicyFileSystem, args: EditArgs) -> EditResult:
     with fs.open(args.file_path, "rb", intent="edit") as f:
         doc = decode(f.read(), f.path)
         path, version = f.path, f.version
-    outcome = apply_edit(doc.text, args.old_string, args.new_string,
-                         replace_all=args.replace_all, path=path)
+        try:
+            outcome = apply_edit(doc.text, args.old_string, args.new_string,
+                                 replace_all=args.replace_all, path=path)
+        except FsError:
+            # The model matched against what it read; if that is outdated, "read it
+            # again" is the useful answer, not "no match".
+            if f.cached:
+                f.verify()
+            raise
     data = doc.encode(outcome.text)
     _check_text(data, path)
     commit = fs.pipe_file(args.file_path, data, operation="edit", expected=version)

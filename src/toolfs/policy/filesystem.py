@@ -193,6 +193,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         except FsError as err:
             if err.code == "not_found":
                 raise self._not_found(target, err) from err.__cause__
+            if err.code == "stale":
+                err.message = f"{target.display} changed since you read it; read it again"
             raise self._fail(err, target, "read") from err.__cause__
 
     def open_observed(self, path: str) -> ObservedFile:
@@ -241,13 +243,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             self._check_cap(target, obs.size)
         cached = self.ledger.content(target.backend_path, obs.version)
         if cached is not None:
-            return ObservedFile(self, target, obs.version, len(cached), cached)
-        try:
-            blob = self._get(target, if_version=obs.version)
-        except FsError as err:
-            if err.code == "stale":
-                err.message = f"{target.display} changed since you read it; read it again"
-            raise
+            return ObservedFile(self, target, obs.version, len(cached), cached, cached=True)
+        blob = self._get(target, if_version=obs.version)
         self._check_cap(target, blob.size)
         return ObservedFile(self, target, blob.version, blob.size, blob.data)
 
@@ -543,8 +540,10 @@ class ObservedFile(io.RawIOBase):
     """
 
     def __init__(self, owner: PolicyFileSystem, target: Target, version: FileVersion,
-                 size: int, head: bytes) -> None:
+                 size: int, head: bytes, *, cached: bool = False) -> None:
         super().__init__()
+        self.cached = cached
+        """True when the bytes came from the ledger's cache, not from the backend now."""
         self._owner = owner
         self.path = target.display
         self._target = target
@@ -553,6 +552,16 @@ class ObservedFile(io.RawIOBase):
         self._buf = head
         self._buf_start = 0
         self._pos = 0
+
+    def verify(self) -> None:
+        """Raise ``stale`` if the file is no longer at ``version`` (one small request)."""
+        try:
+            self._owner._get(self._target, length=1, if_version=self.version)
+        except FsError as err:
+            if err.code != "not_found":
+                raise
+            raise fs_error("stale", f"{self.path} was deleted since you read it; read it "
+                           "again", path=self.path) from err
 
     @property
     def complete(self) -> bool:

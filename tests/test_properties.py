@@ -1,0 +1,149 @@
+"""Property tests: edit semantics against a reference model, and a stateful policy model."""
+
+from __future__ import annotations
+
+import uuid
+
+import hypothesis.strategies as st
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+import toolfs
+from toolfs.text import BOM, apply_edit, decode
+
+ALPHABET = st.sampled_from(["a", "b", "ab", " ", "\t", "\n", "漢", "😀", "e\u0301", "x = 1",
+                            "\u00e9"])
+TEXT = st.lists(ALPHABET, max_size=30).map("".join)
+NEEDLE = st.lists(st.sampled_from(["a", "b", "ab", " ", "\n", "漢", "😀", "x = 1"]),
+                  min_size=1, max_size=4).map("".join)
+
+
+def reference(raw: str, old: str, new: str) -> str | None:
+    """Python string operations on LF-normalised text, re-encoded with the file's ending."""
+    crlf = "\r\n" in raw
+    lf = raw.replace("\r\n", "\n")
+    old_n, new_n = old.replace("\r\n", "\n"), new.replace("\r\n", "\n")
+    if old_n not in lf:
+        return None
+    out = lf.replace(old_n, new_n)
+    return out.replace("\n", "\r\n") if crlf else out
+
+
+@settings(max_examples=400, deadline=None)
+@given(parts=st.lists(TEXT, min_size=2, max_size=4), old=NEEDLE, new=TEXT, crlf=st.booleans(),
+       bom=st.booleans())
+def test_replace_all_equals_reference(parts: list[str], old: str, new: str, crlf: bool,
+                                      bom: bool) -> None:
+    assume(old != new)
+    lf = old.join(parts)  # at least one occurrence, often several
+    raw = lf.replace("\n", "\r\n") if crlf else lf
+    # The model sends LF, or CRLF copied from somewhere: both mean the same.
+    sent_old = old.replace("\n", "\r\n") if crlf and "\n" in old else old
+    expected = reference(raw, sent_old, new)
+    assert expected is not None
+    data = (BOM if bom else b"") + raw.encode()
+    doc = decode(data)
+    outcome = apply_edit(doc.text, sent_old, new, replace_all=True)
+    assert outcome.text == expected
+    assert doc.encode(outcome.text) == (BOM if bom else b"") + expected.encode()
+    assert outcome.count == lf.count(old)
+
+
+@settings(max_examples=300, deadline=None)
+@given(prefix=TEXT, suffix=TEXT, old=NEEDLE, new=TEXT)
+def test_unique_edit_changes_only_the_span(prefix: str, suffix: str, old: str,
+                                           new: str) -> None:
+    raw = prefix + old + suffix
+    assume(old != new and raw.find(old) == len(prefix)
+           and raw.find(old, len(prefix) + 1) == -1)
+    out = apply_edit(raw, old, new, replace_all=False).text
+    assert out == prefix + new + suffix
+
+
+# -- a stateful model of several contexts over a few files --------------------------------
+
+
+class PolicyMachine(RuleBasedStateMachine):
+    """Contexts read, write and edit; each outcome must match a model of observations."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.root = f"memory://toolfs-sm-{uuid.uuid4().hex[:8]}"
+        self.contexts: list[toolfs.Workspace] = []
+        self.files: dict[str, str] = {}  # the truth
+        self.seen: list[dict[str, str | None]] = []  # per context: content observed
+
+    @initialize()
+    def setup(self) -> None:
+        first = toolfs.Workspace(self.root)
+        self.contexts = [first, first.new_context(), first.new_context()]
+        self.seen = [{}, {}, {}]
+
+    @rule(c=st.integers(0, 2), f=st.sampled_from(["a.txt", "b.txt"]))
+    def read(self, c: int, f: str) -> None:
+        out = self.contexts[c].execute("read", {"file_path": f})
+        if f in self.files:
+            assert not out.is_error, out.text
+            assert isinstance(out.value, toolfs.ReadResult)
+            assert "\n".join(out.value.lines) == self.files[f].rstrip("\n")
+            self.seen[c][f] = self.files[f]
+        else:
+            assert out.error is not None and out.error.code == "not_found"
+            self.seen[c][f] = None
+
+    @rule(c=st.integers(0, 2), f=st.sampled_from(["a.txt", "b.txt"]),
+          body=st.sampled_from(["one\n", "two\n", "one\ntwo\n", "three\n"]))
+    def write(self, c: int, f: str, body: str) -> None:
+        out = self.contexts[c].execute("write", {"file_path": f, "content": body})
+        expected = self._expected_write_error(c, f)
+        if expected is None:
+            assert not out.is_error, out.text
+            self.files[f] = body
+            self.seen[c][f] = body
+        else:
+            assert out.error is not None and out.error.code == expected, out.text
+
+    @rule(c=st.integers(0, 2), f=st.sampled_from(["a.txt", "b.txt"]),
+          old=st.sampled_from(["one", "two"]), new=st.sampled_from(["1", "2"]))
+    def edit(self, c: int, f: str, old: str, new: str) -> None:
+        out = self.contexts[c].execute(
+            "edit", {"file_path": f, "old_string": old, "new_string": new})
+        if f not in self.files:
+            assert out.error is not None
+            assert out.error.code == ("not_found" if self.seen[c].get(f) is None
+                                      else "stale"), out.text
+            return
+        expected = self._expected_write_error(c, f)
+        if expected is not None:
+            assert out.error is not None and out.error.code == expected, out.text
+            return
+        count = self.files[f].count(old)
+        if count != 1:
+            assert out.error is not None
+            assert out.error.code == ("no_match" if count == 0 else "ambiguous_match")
+            return
+        assert not out.is_error, out.text
+        self.files[f] = self.files[f].replace(old, new)
+        self.seen[c][f] = self.files[f]
+
+    def _expected_write_error(self, c: int, f: str) -> str | None:
+        if f not in self.seen[c]:
+            return "not_observed" if f in self.files else None
+        seen = self.seen[c][f]
+        current = self.files.get(f)
+        if seen is None:
+            return "stale" if current is not None else None
+        return None if seen == current else "stale"
+
+    @invariant()
+    def storage_matches_model(self) -> None:
+        if not self.contexts:
+            return
+        fs = self.contexts[0].fs.fs
+        for f, body in self.files.items():
+            assert fs.cat_file(f"{self.contexts[0].fs.jail.root}/{f}") == body.encode()
+
+
+TestPolicyMachine = PolicyMachine.TestCase
+TestPolicyMachine.settings = settings(max_examples=60, stateful_step_count=25, deadline=None,
+                                      suppress_health_check=[HealthCheck.too_slow])
