@@ -7,11 +7,8 @@ capability flags on the fixture classes in ``tests/backends.py``.
 
 from __future__ import annotations
 
-import pytest
-
 import toolfs
 from tests.backends import Backend
-from toolfs import FsError
 
 
 def run(ws: toolfs.Workspace, tool: str, **args: object) -> toolfs.ToolOutput:

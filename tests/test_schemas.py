@@ -101,10 +101,10 @@ def test_unknown_format_is_a_clear_error() -> None:
 
 
 def test_error_codes_are_pinned() -> None:
-    assert toolfs.ERROR_CODES == {
+    assert {
         "invalid_arguments", "not_found", "not_a_file", "not_text", "too_large",
         "not_observed", "stale", "no_match", "ambiguous_match", "outside_root", "denied",
-        "backend_error", "unsupported"}
+        "backend_error", "unsupported"} == toolfs.ERROR_CODES
 
 
 @pytest.mark.parametrize(("code", "builtin"), [

@@ -107,7 +107,8 @@ class FsError(Exception):
         return f"[{self.code}] {self.message}"
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(code={self.code!r}, message={self.message!r}, path={self.path!r})"
+        return (f"{type(self).__name__}(code={self.code!r}, message={self.message!r}, "
+                f"path={self.path!r})")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (self.code, self.message, self.path, self.details))

@@ -95,8 +95,8 @@ class Workspace:
         """Run a tool from a model's call. Never raises for tool errors or bad input."""
         try:
             value = self._dispatch(tool, arguments)
-        except FsError as err:
-            return ToolOutput(text=render_error(err), value=None, error=err)
+        except FsError as known:
+            return ToolOutput(text=render_error(known), value=None, error=known)
         except Exception as exc:  # the model must get a result, never a traceback
             err = fs_error("backend_error", f"{type(exc).__name__}: {_redact(str(exc))}")
             err.__cause__ = exc

@@ -11,7 +11,14 @@ import importlib
 from typing import Any
 
 from toolfs.backends.base import (
-    AsyncStore, Blob, Capabilities, Create, Overwrite, PutMode, Store, Update,
+    AsyncStore,
+    Blob,
+    Capabilities,
+    Create,
+    Overwrite,
+    PutMode,
+    Store,
+    Update,
 )
 from toolfs.backends.generic import GenericStore
 

@@ -147,11 +147,13 @@ class AsyncStore(Store):
         self, path: str, *, start: int = 0, length: int | None = None,
         if_version: FileVersion | None = None,
     ) -> Blob:
-        return self._sync(self.get_async(path, start=start, length=length,
-                                         if_version=if_version))
+        blob: Blob = self._sync(self.get_async(path, start=start, length=length,
+                                               if_version=if_version))
+        return blob
 
     def put(self, path: str, data: bytes, mode: PutMode) -> FileVersion:
-        return self._sync(self.put_async(path, data, mode))
+        version: FileVersion = self._sync(self.put_async(path, data, mode))
+        return version
 
     def delete(self, path: str, mode: Update | Overwrite) -> None:
         self._sync(self.delete_async(path, mode))

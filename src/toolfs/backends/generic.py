@@ -11,7 +11,14 @@ import threading
 from typing import ClassVar
 
 from toolfs.backends.base import (
-    Blob, Capabilities, Create, Overwrite, PutMode, Store, Update, clamp_range,
+    Blob,
+    Capabilities,
+    Create,
+    Overwrite,
+    PutMode,
+    Store,
+    Update,
+    clamp_range,
 )
 from toolfs.errors import FsError, fs_error
 from toolfs.versions import FileVersion

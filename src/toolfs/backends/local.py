@@ -26,7 +26,14 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from toolfs.backends.base import (
-    Blob, Capabilities, Create, Overwrite, PutMode, Store, Update, clamp_range,
+    Blob,
+    Capabilities,
+    Create,
+    Overwrite,
+    PutMode,
+    Store,
+    Update,
+    clamp_range,
 )
 from toolfs.errors import FsError, fs_error
 from toolfs.versions import FileVersion

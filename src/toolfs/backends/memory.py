@@ -10,7 +10,14 @@ import threading
 from typing import Any, ClassVar
 
 from toolfs.backends.base import (
-    Blob, Capabilities, Create, Overwrite, PutMode, Store, Update, clamp_range,
+    Blob,
+    Capabilities,
+    Create,
+    Overwrite,
+    PutMode,
+    Store,
+    Update,
+    clamp_range,
 )
 from toolfs.errors import fs_error
 from toolfs.versions import FileVersion

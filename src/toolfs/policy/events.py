@@ -40,7 +40,7 @@ class FsEvent(BaseModel):
     at: float = Field(default_factory=time.time)
 
 
-class Veto(Exception):  # noqa: N818 - it is a decision, not an error
+class Veto(Exception):
     """Raised by an ``fs/write-intent`` subscriber to refuse the change."""
 
     def __init__(self, reason: str) -> None:

@@ -26,7 +26,8 @@ import io
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from types import TracebackType
+from typing import Any, ClassVar
 
 from fsspec.spec import AbstractFileSystem
 
@@ -641,9 +642,9 @@ class _CommitOnClose(io.BytesIO):
             self.commit = self._owner.pipe_file(
                 self._path, data, mode="create" if self._exclusive else "overwrite")
 
-    def __exit__(self, *exc: Any) -> Literal[False]:
-        if exc[0] is not None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is not None:
             super().close()  # an exception inside the block commits nothing
         else:
             self.close()
-        return False
