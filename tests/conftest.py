@@ -6,7 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.backends import Backend, GenericBackend, LocalBackend, MemoryBackend
+from tests.backends import (
+    Backend, GCSBackend, GenericBackend, LocalBackend, MemoryBackend, S3Backend,
+)
+from toolfs.testing.emulators import GCSEmulator, S3Emulator
 
 BACKENDS = ["memory", "local", "generic", "s3", "gcs"]
 
@@ -31,3 +34,27 @@ def backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backen
         yield b
     finally:
         b.teardown()
+
+
+@pytest.fixture(scope="session")
+def s3_emulator() -> Iterator[S3Emulator]:
+    """One moto server for the session (single-threaded: see S3Emulator's docstring)."""
+    with S3Emulator() as emu:
+        yield emu
+
+
+@pytest.fixture(scope="session")
+def gcs_emulator() -> Iterator[GCSEmulator]:
+    """One fake-gcs-server for the session."""
+    with GCSEmulator() as emu:
+        yield emu
+
+
+@pytest.fixture
+def s3_backend(s3_emulator: S3Emulator) -> S3Backend:
+    return S3Backend(s3_emulator)
+
+
+@pytest.fixture
+def gcs_backend(gcs_emulator: GCSEmulator) -> GCSBackend:
+    return GCSBackend(gcs_emulator)

@@ -16,7 +16,7 @@ Typical use in a pytest fixture::
     def test_write(s3: S3Emulator) -> None:
         s3.reset()
         s3.create_bucket("bucket")
-        fs = s3fs.S3FileSystem(**s3.s3fs_storage_options())
+        fs = s3.s3fs_filesystem()  # or s3fs.S3FileSystem(**s3.s3fs_storage_options())
         fs.pipe("bucket/key", b"data")
         assert s3.request_count("PUT") == 1
 
@@ -933,6 +933,9 @@ def _run_supervisor(command: list[str]) -> int:
 
 
 def _serve_demo() -> int:
+    # Turn SIGTERM into SystemExit so the context managers below clean up
+    # (temporary directories included) instead of the process just vanishing.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with S3Emulator() as s3, GCSEmulator() as gcs:
         print(
             json.dumps(

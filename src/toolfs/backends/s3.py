@@ -1,0 +1,229 @@
+"""S3 backend: single-request conditional ``PutObject`` and version-pinned ranged ``GetObject``.
+
+* version: the ETag exactly as S3 returns it (quoted), plus ``VersionId`` on versioned
+  buckets, always taken from the response that carried the bytes or acknowledged the write
+  (never from s3fs's listing cache, which answers ``info`` with stale ETags after ``ls``);
+* create = ``PutObject If-None-Match: *``; update = ``PutObject If-Match: <etag>``; both
+  one request, never multipart (s3fs's multipart path silently drops ``If-Match``, which is
+  why the payload is capped well under the single-PUT limit);
+* a read is one ``GetObject`` with a ``Range`` for the first block; its response carries
+  the content, the ETag and the total size. Further blocks are ``If-Match``-pinned.
+
+Requests go straight to s3fs's aiobotocore client rather than through ``_call_s3``:
+``_call_s3`` drops parameters its botocore does not know (an old botocore would turn a
+conditional put into an unconditional one without a word) and retries connection errors
+out of our sight, and we must know whether a put was retried to recognise our own write
+after a lost response. botocore validates every parameter we send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from typing import Any, ClassVar
+
+from toolfs.backends.base import (
+    AsyncStore, Blob, Capabilities, Create, Overwrite, PutMode, Update,
+)
+from toolfs.errors import FsError, fs_error
+from toolfs.versions import FileVersion
+
+# 409 ConditionalRequestConflict: two conditional writes crossed; S3 asks for a retry.
+CONFLICT_RETRIES = 3
+# Connection-level failures (reset, timeout) retried by us after botocore's own retries.
+CONNECTION_RETRIES = 2
+
+
+def status_of(exc: BaseException) -> int | None:
+    """HTTP status of a botocore ``ClientError``."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return None
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return int(status) if status is not None else None
+
+
+def _retried(exc: BaseException) -> bool:
+    response = getattr(exc, "response", None) or {}
+    return bool(response.get("ResponseMetadata", {}).get("RetryAttempts", 0))
+
+
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    from botocore.exceptions import ConnectionError as BotoConnectionError
+    from botocore.exceptions import HTTPClientError
+
+    errors: tuple[type[BaseException], ...] = (
+        BotoConnectionError, HTTPClientError, asyncio.TimeoutError, ConnectionError)
+    try:
+        from aiohttp import ClientError
+
+        errors += (ClientError,)
+    except ImportError:  # pragma: no cover - aiobotocore always brings aiohttp
+        pass
+    return errors
+
+
+class S3Store(AsyncStore):
+    """Adapter for :class:`s3fs.S3FileSystem`."""
+
+    name: ClassVar[str] = "s3"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        atomic=True, cross_process=True, digest_versions=True)
+
+    async def _client(self) -> Any:
+        return await self.fs.set_session()
+
+    def _split(self, path: str) -> tuple[str, str]:
+        bucket, key, _ = self.fs.split_path(path)
+        if not key:
+            raise fs_error("not_a_file", f"{path} is a bucket", path=path)
+        return bucket, key
+
+    async def get_async(
+        self, path: str, *, start: int = 0, length: int | None = None,
+        if_version: FileVersion | None = None,
+    ) -> Blob:
+        bucket, key = self._split(path)
+        kw: dict[str, Any] = {"Bucket": bucket, "Key": key}
+        if if_version is not None:
+            kw["IfMatch"] = if_version.value
+        ranged = start > 0 or length is not None
+        if ranged:
+            # A zero-length window still needs the version and size: ask for one byte.
+            last = start + max(length or 0, 1) - 1 if length is not None else ""
+            kw["Range"] = f"bytes={start}-{last}"
+        try:
+            resp = await self._call("get_object", kw, path)
+        except _RangeNotSatisfiable:
+            # An empty object answers 416 to any range (as does a start past the end):
+            # one unranged GET gets its version and size.
+            kw.pop("Range")
+            resp = await self._call("get_object", kw, path)
+            ranged = False
+        except FsError as err:
+            if err.code == "not_found" and if_version is not None:
+                raise fs_error("stale", f"{path} was deleted", path=path) from err.__cause__
+            raise
+        async with resp["Body"] as body:
+            data: bytes = await body.read()
+        content_range = resp.get("ContentRange")
+        size = int(content_range.rsplit("/", 1)[1]) if content_range else int(
+            resp["ContentLength"])
+        if not ranged:
+            start = 0
+        if length is not None:
+            data = data[:length]
+        version = FileVersion(kind="etag", value=resp["ETag"], version_id=resp.get("VersionId"))
+        return Blob(data=data, version=version, size=size, start=start)
+
+    async def put_async(self, path: str, data: bytes, mode: PutMode) -> FileVersion:
+        bucket, key = self._split(path)
+        kw: dict[str, Any] = {"Bucket": bucket, "Key": key, "Body": data}
+        if isinstance(mode, Create):
+            kw["IfNoneMatch"] = "*"
+        elif isinstance(mode, Update):
+            kw["IfMatch"] = mode.expected.value
+        client = await self._client()
+        conflicts = connection_failures = 0
+        retried = False
+        while True:
+            try:
+                resp = await client.put_object(**kw)
+                return FileVersion(kind="etag", value=resp["ETag"],
+                                   version_id=resp.get("VersionId"))
+            except _connection_errors() as exc:
+                connection_failures += 1
+                retried = True
+                if connection_failures > CONNECTION_RETRIES:
+                    raise fs_error("backend_error", f"{path}: {exc}", path=path) from exc
+                await asyncio.sleep(0.05 * connection_failures)
+            except Exception as exc:
+                status = status_of(exc)
+                if status is None:
+                    raise fs_error("backend_error", f"{path}: {exc}", path=path) from exc
+                retried = retried or _retried(exc)
+                if status == 409 and conflicts < CONFLICT_RETRIES:
+                    conflicts += 1
+                    retried = True
+                    await asyncio.sleep(0.05 * conflicts)
+                    continue
+                if status in (409, 412) or (status == 404 and isinstance(mode, Update)):
+                    if retried:
+                        # The first attempt may have landed before its response was lost.
+                        own = await self._own_write(bucket, key, data)
+                        if own is not None:
+                            return own
+                    what = {Create: "was created by someone else",
+                            Update: "changed" if status != 404 else "was deleted"}
+                    raise fs_error("stale", f"{path} {what.get(type(mode), 'changed')}",
+                                   path=path) from exc
+                raise _backend_error(path, exc) from exc
+
+    async def _own_write(self, bucket: str, key: str, data: bytes) -> FileVersion | None:
+        """The current version if the object holds exactly ``data`` (single-part ETag = MD5)."""
+        try:
+            head = await (await self._client()).head_object(Bucket=bucket, Key=key)
+        except Exception:
+            return None
+        if head["ETag"].strip('"') != hashlib.md5(data, usedforsecurity=False).hexdigest():
+            return None
+        return FileVersion(kind="etag", value=head["ETag"], version_id=head.get("VersionId"))
+
+    async def delete_async(self, path: str, mode: Update | Overwrite) -> None:
+        bucket, key = self._split(path)
+        kw: dict[str, Any] = {"Bucket": bucket, "Key": key}
+        if isinstance(mode, Update):
+            kw["IfMatch"] = mode.expected.value
+        # HEAD first: it says "stale" on every S3 implementation, while DeleteObject's
+        # If-Match is recent and an emulator may ignore it.
+        try:
+            await self._call("head_object", kw, path)
+        except FsError as err:
+            if err.code == "not_found" and isinstance(mode, Update):
+                raise fs_error("stale", f"{path} was deleted", path=path) from err.__cause__
+            raise
+        client = await self._client()
+        delete_kw = dict(kw)
+        if "IfMatch" in delete_kw and "IfMatch" not in _members(client, "DeleteObject"):
+            delete_kw.pop("IfMatch")
+        try:
+            await client.delete_object(**delete_kw)
+        except Exception as exc:
+            if status_of(exc) in (404, 412):
+                raise fs_error("stale", f"{path} changed", path=path) from exc
+            raise _backend_error(path, exc) from exc
+
+    async def _call(self, method: str, kw: dict[str, Any], path: str) -> Any:
+        client = await self._client()
+        try:
+            return await getattr(client, method)(**kw)
+        except Exception as exc:
+            status = status_of(exc)
+            if status == 404:
+                raise fs_error("not_found", f"{path} does not exist", path=path) from exc
+            if status == 412:
+                raise fs_error("stale", f"{path} changed", path=path) from exc
+            if status == 416:
+                raise _RangeNotSatisfiable() from exc
+            raise _backend_error(path, exc) from exc
+
+
+class _RangeNotSatisfiable(Exception):
+    pass
+
+
+def _members(client: Any, operation: str) -> set[str]:
+    shape = client.meta.service_model.operation_model(operation).input_shape
+    return set(shape.members)
+
+
+def _backend_error(path: str, exc: BaseException) -> FsError:
+    status = status_of(exc)
+    code = ""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        code = response.get("Error", {}).get("Code", "")
+    detail = f"HTTP {status} {code}".strip() if status else type(exc).__name__
+    return fs_error("backend_error", f"{path}: S3 answered {detail}", path=path,
+                    details={"status": status, "s3_code": code})
+
