@@ -1,0 +1,204 @@
+"""GCS backend: multipart upload with ``ifGenerationMatch``, generation-pinned media GETs.
+
+* version: the object generation, from the response that carried the bytes
+  (``X-Goog-Generation``) or acknowledged the upload (``generation`` in its JSON);
+* create = ``ifGenerationMatch=0``; update = ``ifGenerationMatch=<generation>``; one
+  multipart upload request each. gcsfs offers neither (``open("wb", ifGenerationMatch=...)``
+  is silently ignored and every 412 becomes ``FileExistsError``), so the request is built
+  here and sent on gcsfs's own HTTP session and credentials;
+* reads are media GETs with a ``Range``; follow-up blocks carry ``generation=N`` (that
+  exact generation's bytes, 404 once it is gone) and ``ifGenerationMatch=N`` (412 once it
+  is not current), so a view is never torn.
+
+Relies on gcsfs internals present from 2024.x through 2026.x: ``GCSFileSystem._location``,
+``_set_session()``, ``session``, ``_get_params()``, ``_get_headers()``, ``split_path()`` and
+``requests_timeout``; tests/test_cloud.py pins them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import secrets
+from typing import Any, ClassVar
+from urllib.parse import quote
+
+from toolfs.backends.base import (
+    AsyncStore, Blob, Capabilities, Create, Overwrite, PutMode, Update,
+)
+from toolfs.errors import FsError, fs_error
+from toolfs.versions import FileVersion
+
+# Transient failures (connection resets, 429, 5xx) retried by us, so that we know when an
+# upload was retried and a 412 may be our own first attempt answering.
+RETRIES = 3
+_TRANSIENT = {408, 429, 500, 502, 503, 504}
+
+
+class _Response:
+    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        self.status, self.headers, self.body = status, headers, body
+
+
+class GCSStore(AsyncStore):
+    """Adapter for :class:`gcsfs.GCSFileSystem`."""
+
+    name: ClassVar[str] = "gcs"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        atomic=True, cross_process=True, digest_versions=False)
+
+    def _split(self, path: str) -> tuple[str, str]:
+        bucket, key, _ = self.fs.split_path(path)
+        if not key:
+            raise fs_error("not_a_file", f"{path} is a bucket", path=path)
+        return bucket, key
+
+    async def _request(self, method: str, url: str, path: str, *,
+                       params: dict[str, Any] | None = None,
+                       headers: dict[str, str] | None = None,
+                       data: bytes | None = None) -> tuple[_Response, bool]:
+        """Send one request (retrying transient failures); return it and whether it retried."""
+        await self.fs._set_session()
+        attempt = 0
+        while True:
+            try:
+                async with self.fs.session.request(
+                    method, url, params=self.fs._get_params(params or {}),
+                    headers=self.fs._get_headers(headers), data=data,
+                    timeout=self.fs.requests_timeout,
+                ) as r:
+                    response = _Response(r.status, dict(r.headers), await r.read())
+            except (OSError, asyncio.TimeoutError) as exc:
+                if attempt >= RETRIES:
+                    raise fs_error("backend_error", f"{path}: {exc}", path=path) from exc
+            except Exception as exc:  # aiohttp.ClientError and friends
+                if attempt >= RETRIES or "aiohttp" not in type(exc).__module__:
+                    raise fs_error("backend_error", f"{path}: {exc}", path=path) from exc
+            else:
+                if response.status not in _TRANSIENT or attempt >= RETRIES:
+                    return response, attempt > 0
+            attempt += 1
+            await asyncio.sleep(0.05 * 2 ** attempt)
+
+    def _media_url(self, bucket: str, key: str) -> str:
+        return (f"{self.fs._location}/download/storage/v1/b/{quote(bucket, safe='')}/o/"
+                f"{quote(key, safe='')}")
+
+    async def get_async(
+        self, path: str, *, start: int = 0, length: int | None = None,
+        if_version: FileVersion | None = None,
+    ) -> Blob:
+        bucket, key = self._split(path)
+        params: dict[str, Any] = {"alt": "media"}
+        if if_version is not None:
+            params["generation"] = if_version.value
+            params["ifGenerationMatch"] = if_version.value
+        headers: dict[str, str] = {}
+        if start > 0 or length is not None:
+            last = start + max(length or 0, 1) - 1 if length is not None else ""
+            headers["Range"] = f"bytes={start}-{last}"
+        url = self._media_url(bucket, key)
+        r, _ = await self._request("GET", url, path, params=params, headers=headers)
+        if r.status == 416:
+            # Empty object (or a start past the end): one unranged GET has size and version.
+            headers.pop("Range", None)
+            start = 0
+            r, _ = await self._request("GET", url, path, params=params)
+        if r.status == 404:
+            if if_version is not None:
+                raise fs_error("stale", f"{path} changed or was deleted", path=path)
+            raise fs_error("not_found", f"{path} does not exist", path=path)
+        if r.status == 412:
+            raise fs_error("stale", f"{path} changed", path=path)
+        if r.status not in (200, 206):
+            raise _backend_error(path, r)
+        content_range = r.headers.get("Content-Range")
+        size = int(content_range.rsplit("/", 1)[1]) if content_range else len(r.body)
+        if r.status == 200:
+            start = 0
+        data = r.body if length is None else r.body[:length]
+        version = FileVersion(kind="generation", value=r.headers["X-Goog-Generation"])
+        return Blob(data=data, version=version, size=size, start=start)
+
+    async def put_async(self, path: str, data: bytes, mode: PutMode) -> FileVersion:
+        bucket, key = self._split(path)
+        params: dict[str, Any] = {"uploadType": "multipart"}
+        if isinstance(mode, Create):
+            params["ifGenerationMatch"] = 0
+        elif isinstance(mode, Update):
+            params["ifGenerationMatch"] = mode.expected.value
+        boundary = f"toolfs-{secrets.token_hex(16)}"
+        meta = json.dumps({"name": key}).encode()
+        body = b"".join([
+            f"--{boundary}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n".encode(),
+            meta,
+            f"\r\n--{boundary}\r\nContent-Type: application/octet-stream\r\n\r\n".encode(),
+            data,
+            f"\r\n--{boundary}--".encode(),
+        ])
+        url = f"{self.fs._location}/upload/storage/v1/b/{quote(bucket, safe='')}/o"
+        r, retried = await self._request(
+            "POST", url, path, params=params, data=body,
+            headers={"Content-Type": f'multipart/related; boundary="{boundary}"'})
+        if r.status == 412:
+            if retried:
+                own = await self._own_write(bucket, key, data, path)
+                if own is not None:
+                    return own
+            what = "was created by someone else" if isinstance(mode, Create) else "changed"
+            raise fs_error("stale", f"{path} {what}", path=path)
+        if r.status != 200:
+            raise _backend_error(path, r)
+        return FileVersion(kind="generation", value=str(json.loads(r.body)["generation"]))
+
+    async def _metadata(self, bucket: str, key: str, path: str) -> dict[str, Any] | None:
+        url = (f"{self.fs._location}/storage/v1/b/{quote(bucket, safe='')}/o/"
+               f"{quote(key, safe='')}")
+        r, _ = await self._request("GET", url, path)
+        if r.status == 404:
+            return None
+        if r.status != 200:
+            raise _backend_error(path, r)
+        meta: dict[str, Any] = json.loads(r.body)
+        return meta
+
+    async def _own_write(self, bucket: str, key: str, data: bytes,
+                         path: str) -> FileVersion | None:
+        """The current generation if the object holds exactly ``data`` (by its md5Hash)."""
+        meta = await self._metadata(bucket, key, path)
+        digest = base64.b64encode(hashlib.md5(data, usedforsecurity=False).digest()).decode()
+        if meta is None or meta.get("md5Hash") != digest:
+            return None
+        return FileVersion(kind="generation", value=str(meta["generation"]))
+
+    async def delete_async(self, path: str, mode: Update | Overwrite) -> None:
+        bucket, key = self._split(path)
+        meta = await self._metadata(bucket, key, path)
+        if meta is None:
+            if isinstance(mode, Update):
+                raise fs_error("stale", f"{path} was deleted", path=path)
+            raise fs_error("not_found", f"{path} does not exist", path=path)
+        params: dict[str, Any] = {}
+        if isinstance(mode, Update):
+            if str(meta["generation"]) != mode.expected.value:
+                raise fs_error("stale", f"{path} changed", path=path)
+            params["ifGenerationMatch"] = mode.expected.value
+        url = (f"{self.fs._location}/storage/v1/b/{quote(bucket, safe='')}/o/"
+               f"{quote(key, safe='')}")
+        r, _ = await self._request("DELETE", url, path, params=params)
+        if r.status in (404, 412):
+            raise fs_error("stale", f"{path} changed", path=path)
+        if r.status not in (200, 204):
+            raise _backend_error(path, r)
+
+
+def _backend_error(path: str, r: _Response) -> FsError:
+    reason = ""
+    try:
+        reason = json.loads(r.body)["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        reason = r.body[:200].decode("utf-8", "replace")
+    return fs_error("backend_error", f"{path}: GCS answered HTTP {r.status} {reason}".strip(),
+                    path=path, details={"status": r.status})
