@@ -6,6 +6,7 @@ change files behind toolfs's back (the "other program" in stale tests).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from typing import Any, ClassVar
@@ -38,8 +39,12 @@ class Backend:
     def teardown(self) -> None:
         pass
 
+    use_async: bool = False
+    """Drive the tools through ``AsyncWorkspace`` (set by the ``backend`` fixture)."""
+
     def workspace(self, **options: Any) -> toolfs.Workspace:
-        return toolfs.Workspace(self.fs, root=self.root, **options)
+        ws = toolfs.Workspace(self.fs, root=self.root, **options)
+        return AsyncBridge(ws) if self.use_async else ws  # type: ignore[return-value]
 
     def key(self, rel: str) -> str:
         return f"{self.root}/{rel}"
@@ -64,6 +69,36 @@ class Backend:
     def touch(self, rel: str) -> None:
         """Rewrite identical bytes (what ``touch`` or a no-op formatter does)."""
         self.put(rel, self.get(rel))
+
+
+class AsyncBridge:
+    """Looks like a ``Workspace`` to the tests, but every tool call goes through the
+    coroutines of an :class:`toolfs.AsyncWorkspace` on a running event loop."""
+
+    def __init__(self, ws: toolfs.Workspace) -> None:
+        self._aws = toolfs.AsyncWorkspace(ws)
+        self._sync = ws
+
+    def _run(self, coro: Any) -> Any:
+        return asyncio.run(coro)
+
+    def read(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run(self._aws.read(*args, **kwargs))
+
+    def write(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run(self._aws.write(*args, **kwargs))
+
+    def edit(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run(self._aws.edit(*args, **kwargs))
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run(self._aws.execute(*args, **kwargs))
+
+    def new_context(self, **overrides: Any) -> AsyncBridge:
+        return AsyncBridge(self._sync.new_context(**overrides))
+
+    def __getattr__(self, name: str) -> Any:  # fs, audit, snapshot, restore, subscribe, ...
+        return getattr(self._sync, name)
 
 
 class MemoryBackend(Backend):

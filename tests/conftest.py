@@ -12,12 +12,14 @@ from tests.backends import (
 from toolfs.testing.emulators import GCSEmulator, S3Emulator
 
 BACKENDS = ["memory", "local", "generic", "s3", "gcs"]
+# The async path (AsyncWorkspace) runs the same suite on every backend too.
+PARAMS = BACKENDS + [f"{name}-async" for name in BACKENDS]
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=PARAMS)
 def backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backend]:
     """A fresh root on each backend; S3 and GCS talk to real local servers."""
-    name = request.param
+    name, _, mode = request.param.partition("-")
     b: Backend
     if name == "memory":
         b = MemoryBackend()
@@ -29,6 +31,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backen
         b = request.getfixturevalue("s3_backend")
     else:
         b = request.getfixturevalue("gcs_backend")
+    b.use_async = mode == "async"
     b.setup()
     try:
         yield b
