@@ -11,6 +11,7 @@ is check-then-write, not compare-and-swap. Requests are counted at the emulator'
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -55,7 +56,7 @@ def measure(emu: Any, fs: Any, bucket: str, rounds: int) -> list[tuple[str, floa
         fs.invalidate_cache()
         totals["read"][0] += count(emu, lambda: ws.read("f.py"))
         totals["edit after read"][0] += count(
-            emu, lambda: ws.edit("f.py", "line 1 of", f"line one ({i}) of"))
+            emu, lambda i=i: ws.edit("f.py", "line 1 of", f"line one ({i}) of"))
         totals["write (update)"][0] += count(emu, lambda: ws.write("f.py", BODY.decode()))
         totals["write (create)"][0] += count(emu, lambda i=i: ws.write(f"new{i}.py", "x\n"))
         ws.read("f.py")
@@ -64,10 +65,10 @@ def measure(emu: Any, fs: Any, bucket: str, rounds: int) -> list[tuple[str, floa
             "edit", {"file_path": "f.py", "old_string": "line 2 of", "new_string": "2"}))
 
         fs.pipe_file(key, BODY)
-        holder: dict[str, str] = {}
-        totals["read"][1] += count(emu, lambda: holder.update(v=naive_read(fs, key)[1]))
+        seen: dict[str, str] = {}
+        totals["read"][1] += count(emu, lambda s=seen: s.update(v=naive_read(fs, key)[1]))
         totals["edit after read"][1] += count(
-            emu, lambda: naive_edit(fs, key, b"line 1 of", b"line one of", holder["v"]))
+            emu, lambda s=seen: naive_edit(fs, key, b"line 1 of", b"line one of", s["v"]))
         totals["write (update)"][1] += count(emu, lambda: (
             fs.invalidate_cache(), fs.info(key), fs.pipe_file(key, BODY), fs.invalidate_cache(),
             fs.info(key)))
@@ -77,16 +78,14 @@ def measure(emu: Any, fs: Any, bucket: str, rounds: int) -> list[tuple[str, floa
             fs.info(f"{bucket}/bench/n{i}.py")))
         naive_read(fs, key)
         fs.pipe_file(key, BODY + b"# changed\n")
-        totals["stale edit"][1] += count(emu, lambda: _swallow(
-            lambda: naive_edit(fs, key, b"line 2 of", b"2", holder["v"])))
+        totals["stale edit"][1] += count(emu, lambda s=seen: _refused(
+            lambda: naive_edit(fs, key, b"line 2 of", b"2", s["v"])))
     return [(op, t / rounds, n / rounds) for op, (t, n) in totals.items()]
 
 
-def _swallow(call: Callable[[], object]) -> None:
-    try:
+def _refused(call: Callable[[], object]) -> None:
+    with contextlib.suppress(RuntimeError):  # the naive stale check says no
         call()
-    except RuntimeError:
-        pass
 
 
 def main() -> None:

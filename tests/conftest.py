@@ -7,7 +7,12 @@ from collections.abc import Iterator
 import pytest
 
 from tests.backends import (
-    Backend, GCSBackend, GenericBackend, LocalBackend, MemoryBackend, S3Backend,
+    Backend,
+    GCSBackend,
+    GenericBackend,
+    LocalBackend,
+    MemoryBackend,
+    S3Backend,
 )
 from toolfs.testing.emulators import GCSEmulator, S3Emulator
 

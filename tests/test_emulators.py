@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 import subprocess
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -114,6 +116,35 @@ def test_gcs_proxy_streams_large_bodies(gcs: GCSEmulator) -> None:
     ranged = gcs.requests()[-1]
     assert ranged.headers["range"] == "bytes=10-19"
     assert ranged.status == 206
+
+
+def test_gcs_proxy_relays_chunked_uploads_and_head(gcs: GCSEmulator) -> None:
+    gcs.reset()
+    gcs.create_bucket("chunk-bucket")
+    port = int(gcs.endpoint_url.rsplit(":", 1)[1])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request(
+        "POST",
+        "/upload/storage/v1/b/chunk-bucket/o?uploadType=media&name=blob",
+        body=iter([b"a" * 70000, b"b" * 5]),
+        encode_chunked=True,
+        headers={"Content-Type": "application/octet-stream"},
+    )
+    response = conn.getresponse()
+    assert response.status == 200
+    assert json.loads(response.read())["size"] == "70005"
+    conn.close()
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("HEAD", "/download/storage/v1/b/chunk-bucket/o/blob?alt=media")
+    response = conn.getresponse()
+    assert (response.status, response.getheader("Content-Length")) == (200, "70005")
+    assert response.read() == b""
+    conn.close()
+
+    upload, head = gcs.requests()
+    assert upload.headers["transfer-encoding"] == "chunked"
+    assert (head.method, head.status) == ("HEAD", 200)
 
 
 def test_stop_kills_the_server_processes() -> None:

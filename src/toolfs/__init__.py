@@ -3,16 +3,45 @@
     ws = toolfs.Workspace("memory://proj")
     ws.write("a.py", "x = 1\n")
     ws.edit("a.py", "x = 1", "x = 2")
+
+Names are loaded on first use: the pytest plugin lives in this package, so every pytest
+run in an environment with toolfs installed imports it, and should not pay for pydantic
+models and fsspec it does not use.
 """
 
-from toolfs.errors import ERROR_CODES, FsError
-from toolfs.policy import AuditLog, FsEvent, LedgerSnapshot, Policy, PolicyFileSystem, Veto
-from toolfs.results import EditResult, ReadResult, ToolOutput, WriteResult
-from toolfs.schemas import EditArgs, ReadArgs, WriteArgs, tool_definitions
-from toolfs.versions import FileVersion
-from toolfs.workspace import AsyncWorkspace, Workspace
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolfs.errors import ERROR_CODES, FsError
+    from toolfs.policy import (
+        AuditLog,
+        FsEvent,
+        LedgerSnapshot,
+        Policy,
+        PolicyFileSystem,
+        Veto,
+    )
+    from toolfs.results import EditResult, ReadResult, ToolOutput, WriteResult
+    from toolfs.schemas import EditArgs, ReadArgs, WriteArgs, tool_definitions
+    from toolfs.versions import FileVersion
+    from toolfs.workspace import AsyncWorkspace, Workspace
 
 __version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "ERROR_CODES": "toolfs.errors", "FsError": "toolfs.errors",
+    "AuditLog": "toolfs.policy", "FsEvent": "toolfs.policy", "LedgerSnapshot": "toolfs.policy",
+    "Policy": "toolfs.policy", "PolicyFileSystem": "toolfs.policy", "Veto": "toolfs.policy",
+    "EditResult": "toolfs.results", "ReadResult": "toolfs.results",
+    "ToolOutput": "toolfs.results", "WriteResult": "toolfs.results",
+    "EditArgs": "toolfs.schemas", "ReadArgs": "toolfs.schemas", "WriteArgs": "toolfs.schemas",
+    "tool_definitions": "toolfs.schemas",
+    "FileVersion": "toolfs.versions",
+    "AsyncWorkspace": "toolfs.workspace", "Workspace": "toolfs.workspace",
+}
 
 __all__ = [
     "ERROR_CODES", "AsyncWorkspace", "AuditLog", "EditArgs", "EditResult", "FileVersion",
@@ -20,3 +49,16 @@ __all__ = [
     "ReadResult", "ToolOutput", "Veto", "Workspace", "WriteArgs", "WriteResult",
     "tool_definitions",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'toolfs' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return [*__all__, "__version__"]

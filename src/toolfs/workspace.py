@@ -18,6 +18,7 @@ from toolfs.policy.events import AuditLog, Subscriber
 from toolfs.policy.filesystem import PolicyFileSystem
 from toolfs.policy.ledger import LedgerSnapshot
 from toolfs.policy.rules import Policy
+from toolfs.redact import Redactor
 from toolfs.render import render_error, render_result
 from toolfs.results import EditResult, ReadResult, ToolOutput, ToolResult, WriteResult
 from toolfs.schemas import ARGS_MODELS, DefinitionFormat, EditArgs, ReadArgs, WriteArgs
@@ -58,12 +59,14 @@ class Workspace:
         else:
             try:
                 fs, path = url_to_fs(url, **dict(storage_options or {}))
-            except (ImportError, ValueError) as exc:
-                raise fs_error("invalid_arguments", f"cannot open {_redact(url)}: {exc}"
-                               ) from exc
+            except (ImportError, ValueError, TypeError) as exc:
+                redact = Redactor.for_options(dict(storage_options or {}))
+                raise fs_error("invalid_arguments",
+                               redact.message(f"cannot open {url}: {exc}")) from exc
             if root is not None:
                 path = f"{path.rstrip('/')}/{root.strip('/')}" if root else path
         self.url = url if isinstance(url, str) else f"{type(url).__name__}:{path}"
+        self._redact = Redactor.for_options(dict(storage_options or {}))
         self._storage_options = dict(storage_options or {})
         self._options = {"policy": policy, **options}
         self.audit = AuditLog()
@@ -76,18 +79,18 @@ class Workspace:
     def read(self, file_path: str, offset: int | None = None,
              limit: int | None = None) -> ReadResult:
         """Read numbered lines; raises :class:`~toolfs.errors.FsError`."""
-        return tools.read(self.fs, _validated(ReadArgs, file_path=file_path, offset=offset,
-                                              limit=limit))
+        return self._guarded(tools.read, _validated(
+            ReadArgs, file_path=file_path, offset=offset, limit=limit))
 
     def write(self, file_path: str, content: str) -> WriteResult:
         """Create or replace a file; raises :class:`~toolfs.errors.FsError`."""
-        return tools.write(self.fs, _validated(WriteArgs, file_path=file_path,
-                                               content=content))
+        return self._guarded(tools.write, _validated(
+            WriteArgs, file_path=file_path, content=content))
 
     def edit(self, file_path: str, old_string: str, new_string: str,
              replace_all: bool = False) -> EditResult:
         """Replace literal text; raises :class:`~toolfs.errors.FsError`."""
-        return tools.edit(self.fs, _validated(
+        return self._guarded(tools.edit, _validated(
             EditArgs, file_path=file_path, old_string=old_string, new_string=new_string,
             replace_all=replace_all))
 
@@ -98,10 +101,20 @@ class Workspace:
         except FsError as known:
             return ToolOutput(text=render_error(known), value=None, error=known)
         except Exception as exc:  # the model must get a result, never a traceback
-            err = fs_error("backend_error", f"{type(exc).__name__}: {_redact(str(exc))}")
+            err = fs_error("backend_error",
+                           self._redact.message(f"{type(exc).__name__}: {exc}"))
             err.__cause__ = exc
             return ToolOutput(text=render_error(err), value=None, error=err)
         return ToolOutput(text=render_result(value), value=value, error=None)
+
+    def _guarded(self, tool: Callable[[PolicyFileSystem, Any], T], args: Any) -> T:
+        """Run a tool; error messages leave with credentials masked."""
+        try:
+            return tool(self.fs, args)
+        except FsError as err:
+            err.message = self._redact.message(err.message)
+            err.args = (err.message,)
+            raise
 
     def _dispatch(self, tool: str, arguments: Any) -> ToolResult:
         model = ARGS_MODELS.get(tool) if isinstance(tool, str) else None
@@ -112,11 +125,11 @@ class Workspace:
             raise fs_error("invalid_arguments", "arguments must be a JSON object")
         args = _validated(model, **arguments)
         if isinstance(args, ReadArgs):
-            return tools.read(self.fs, args)
+            return self._guarded(tools.read, args)
         if isinstance(args, WriteArgs):
-            return tools.write(self.fs, args)
+            return self._guarded(tools.write, args)
         assert isinstance(args, EditArgs)
-        return tools.edit(self.fs, args)
+        return self._guarded(tools.edit, args)
 
     # -- context ------------------------------------------------------------------
 
@@ -147,7 +160,7 @@ class Workspace:
         return Workspace(self.fs.fs, root=self.fs.jail.root, **options)
 
     def __repr__(self) -> str:
-        return f"Workspace({_redact(self.url)!r}, context_id={self.context_id!r})"
+        return f"Workspace({self._redact.message(self.url)!r}, context_id={self.context_id!r})"
 
     def _repr_markdown_(self) -> str:
         from toolfs.display import workspace_markdown
@@ -212,9 +225,3 @@ def _validated(model: type[T], **fields: Any) -> T:
         raise fs_error("invalid_arguments", "invalid arguments: " + "; ".join(problems),
                        details={"errors": problems}) from None
 
-
-def _redact(text: str) -> str:
-    """Hide credentials that may sit in URLs (``scheme://user:secret@host``)."""
-    import re
-
-    return re.sub(r"(://[^/:@\s]+):[^@/\s]+@", r"\1:***@", text)

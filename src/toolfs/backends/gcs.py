@@ -26,7 +26,13 @@ from typing import Any, ClassVar
 from urllib.parse import quote
 
 from toolfs.backends.base import (
-    AsyncStore, Blob, Capabilities, Create, Overwrite, PutMode, Update,
+    AsyncStore,
+    Blob,
+    Capabilities,
+    Create,
+    Overwrite,
+    PutMode,
+    Update,
 )
 from toolfs.errors import FsError, fs_error
 from toolfs.versions import FileVersion
@@ -70,7 +76,7 @@ class GCSStore(AsyncStore):
                     timeout=self.fs.requests_timeout,
                 ) as r:
                     response = _Response(r.status, dict(r.headers), await r.read())
-            except (OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, OSError) as exc:
                 if attempt >= RETRIES:
                     raise fs_error("backend_error", f"{path}: {exc}", path=path) from exc
             except Exception as exc:  # aiohttp.ClientError and friends

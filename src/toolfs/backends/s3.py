@@ -23,7 +23,13 @@ import hashlib
 from typing import Any, ClassVar
 
 from toolfs.backends.base import (
-    AsyncStore, Blob, Capabilities, Create, Overwrite, PutMode, Update,
+    AsyncStore,
+    Blob,
+    Capabilities,
+    Create,
+    Overwrite,
+    PutMode,
+    Update,
 )
 from toolfs.errors import FsError, fs_error
 from toolfs.versions import FileVersion

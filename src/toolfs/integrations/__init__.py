@@ -1,5 +1,4 @@
 """Integrations: the ``toolfs`` command line, the MCP server, the pytest plugin, the demo.
 
-Nothing here is imported by ``import toolfs``; each module imports its optional
-dependency (``mcp``) only when used.
+The MCP server imports its optional dependency (``mcp``) only when it is used.
 """

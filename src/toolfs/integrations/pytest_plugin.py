@@ -13,8 +13,8 @@ Example::
         my_agent.run(toolfs_workspace)
         assert "done" in toolfs_workspace.read("notes.md").lines[0]
 
-This module is imported by every pytest run in an environment where toolfs is installed,
-so it imports toolfs (and never mcp) only when a fixture is used.
+This module is imported by every pytest run in an environment where toolfs is installed:
+it defers the workspace machinery to the fixtures and never imports mcp.
 """
 
 from __future__ import annotations

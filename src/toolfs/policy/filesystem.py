@@ -195,7 +195,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             if err.code == "not_found":
                 raise self._not_found(target, err) from err.__cause__
             if err.code == "stale":
-                err.message = f"{target.display} changed since you read it; read it again"
+                err.message = f"{target.display} changed since you read it"
             raise self._fail(err, target, "read") from err.__cause__
 
     def open_observed(self, path: str) -> ObservedFile:
@@ -237,8 +237,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
                     f"{target.display} exists but was not read in this context; read it "
                     "before changing it", path=target.display), target, "edit")
             raise self._fail(fs_error(
-                "stale", f"{target.display} was created since you saw it absent; read it "
-                "again", path=target.display,
+                "stale", f"{target.display} was created since you saw it absent",
+                path=target.display,
                 details={"current_version": str(probe.version)}), target, "edit")
         if obs.size is not None:
             self._check_cap(target, obs.size)
@@ -361,8 +361,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             msg = f"{target.display} was created by someone else since you saw it absent"
         else:
             msg = f"{target.display} changed since you read it"
-        out = fs_error("stale", msg + "; read it again, then redo the change",
-                       path=target.display, details=err.details)
+        out = fs_error("stale", msg, path=target.display, details=err.details)
         out.__cause__ = err.__cause__
         return out
 
@@ -561,8 +560,8 @@ class ObservedFile(io.RawIOBase):
         except FsError as err:
             if err.code != "not_found":
                 raise
-            raise fs_error("stale", f"{self.path} was deleted since you read it; read it "
-                           "again", path=self.path) from err
+            raise fs_error("stale", f"{self.path} was deleted since you read it",
+                           path=self.path) from err
 
     @property
     def complete(self) -> bool:

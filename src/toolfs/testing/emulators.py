@@ -736,15 +736,19 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
     def _relay_chunked_body(self, backend: http.client.HTTPConnection) -> None:
         while True:
             size_line = self.rfile.readline(65537)
+            if not size_line:
+                raise ConnectionError("client closed the connection mid-body")
             size = int(size_line.split(b";", 1)[0].strip(), 16)
-            data = self.rfile.read(size) if size else b""
-            self.rfile.readline()  # CRLF after the chunk data
-            backend.send(f"{size:x}\r\n".encode() + data + b"\r\n")
             if size == 0:
-                # Trailers, if any, end with an empty line; they are dropped.
+                # The last chunk has no data; optional trailers follow and end
+                # with an empty line. Trailers are dropped.
                 while self.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
                     pass
+                backend.send(b"0\r\n\r\n")
                 return
+            data = self.rfile.read(size)
+            self.rfile.readline()  # the CRLF that closes the chunk data
+            backend.send(f"{size:x}\r\n".encode() + data + b"\r\n")
 
 
 class GCSEmulator(_Emulator):

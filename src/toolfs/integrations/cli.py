@@ -1,0 +1,197 @@
+"""The ``toolfs`` command line (also ``python -m toolfs``).
+
+* ``toolfs demo [--backend memory|local|s3]``: two agents, one file, one stale edit refused.
+* ``toolfs schema [--format openai|anthropic|mcp|json_schema]``: the tool definitions (JSON).
+* ``toolfs serve URL [...]``: the MCP server, over stdio or streamable HTTP.
+
+Errors are printed as one line on stderr, with exit status 2 for a bad command line and 1
+for a failure while running; credentials never appear in them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NoReturn
+
+from toolfs.redact import Redactor, is_credential_name
+
+TOKEN_ENV = "TOOLFS_TOKEN"
+FORMATS = ("json_schema", "openai", "anthropic", "mcp")
+
+
+class UsageError(Exception):
+    """A bad command line: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with errors as one line instead of usage plus a line."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # --help, --version and usage errors
+        return exc.code if isinstance(exc.code, int) else 2
+    redact = Redactor.for_options(dict(getattr(args, "option", [])), getattr(args, "token", None),
+                                  os.environ.get(TOKEN_ENV))
+    command: Callable[[argparse.Namespace], int] = args.command
+    try:
+        return command(args)
+    except UsageError as exc:
+        _fail(args, redact, str(exc))
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `toolfs schema | head`: the reader left, nothing to report
+        # Point stdout at devnull so the interpreter's final flush does not fail again.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except Exception as exc:  # a CLI answers with a line, not a traceback
+        _fail(args, redact, str(exc) or type(exc).__name__)
+        return 1
+
+
+def _fail(args: argparse.Namespace, redact: Redactor, message: str) -> None:
+    line = " ".join(redact.message(message).split())
+    print(f"toolfs {args.name}: error: {line}", file=sys.stderr)
+
+
+def _parser() -> argparse.ArgumentParser:
+    from toolfs import __version__
+
+    parser = _Parser(prog="toolfs", description=(
+        "read, write and edit tools for AI agents over any fsspec filesystem, with "
+        "stale-write protection."))
+    parser.add_argument("--version", action="version", version=f"toolfs {__version__}")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND", required=True,
+                                parser_class=_Parser)
+
+    demo = sub.add_parser("demo", help="watch two agents edit one file (offline)",
+                          description="Two agents edit one file; the edit made from a stale "
+                          "copy is refused. Prints what each agent sees.")
+    demo.add_argument("--backend", choices=("memory", "local", "s3"), default="memory",
+                      help="memory (default, embedded), local (a temporary directory) or s3 "
+                      "(a local S3 emulator; needs the test extra)")
+    demo.set_defaults(command=_demo, name="demo")
+
+    schema = sub.add_parser("schema", help="print the tool definitions as JSON",
+                            description="Print the read, write and edit tool definitions.")
+    schema.add_argument("--format", choices=FORMATS, default="json_schema",
+                        help="the shape to print (default: json_schema)")
+    schema.set_defaults(command=_schema, name="schema")
+
+    serve = sub.add_parser(
+        "serve", help="serve the tools over MCP (stdio or streamable HTTP)",
+        description="Serve read, write and edit over MCP on the filesystem at URL. Each MCP "
+        "session is its own execution context.",
+        epilog=f"The HTTP transport requires a bearer token: --token or ${TOKEN_ENV} (which "
+        "keeps it out of the process list).")
+    serve.add_argument("url", metavar="URL",
+                       help="fsspec URL or local path: memory://x, ./repo, s3://bucket/prefix")
+    serve.add_argument("--root", help="a sub-path of URL to confine the tools to")
+    serve.add_argument("--read-only", action="store_true", help="refuse every change")
+    serve.add_argument("--deny", metavar="GLOB", action="append", default=[],
+                       help="refuse paths matching GLOB (gitignore style; repeatable), "
+                       "e.g. --deny '.git/**' --deny .env")
+    serve.add_argument("-o", "--option", metavar="KEY=VALUE", action="append", default=[],
+                       type=_storage_option,
+                       help="storage option for the filesystem (repeatable); JSON values "
+                       "(true, 3, {...}) are decoded, credentials stay strings")
+    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio",
+                       help="stdio (default) or streamable HTTP")
+    serve.add_argument("--host", default=None,
+                       help="HTTP interface to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None,
+                       help="HTTP port (default: 8765; 0 picks a free one)")
+    serve.add_argument("--token", help=f"HTTP bearer token (default: ${TOKEN_ENV})")
+    serve.set_defaults(command=_serve, name="serve")
+    return parser
+
+
+def _storage_option(text: str) -> tuple[str, Any]:
+    """``key=value`` -> ``(key, value)``; the value is JSON-decoded unless it is a credential."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        # Do not echo the text: it may be a credential.
+        raise argparse.ArgumentTypeError("expected KEY=VALUE")
+    if is_credential_name(key):
+        return key, raw
+    try:
+        return key, json.loads(raw)
+    except ValueError:
+        return key, raw
+
+
+# -- commands ---------------------------------------------------------------------------
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from toolfs.integrations.demo import run_demo
+
+    run_demo(args.backend)
+    return 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from toolfs.schemas import tool_definitions
+
+    print(json.dumps(tool_definitions(args.format), indent=2))
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    options = dict(args.option)
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    redact = Redactor.for_options(options, token)
+    if args.transport == "http" and not token:
+        raise UsageError(f"--transport http needs a bearer token: pass --token or set "
+                         f"{TOKEN_ENV}")
+    if args.transport == "stdio" and (args.host, args.port, args.token) != (None, None, None):
+        raise UsageError("--host, --port and --token apply to --transport http only")
+
+    from toolfs.integrations.mcp_server import DEFAULT_PORT, ToolfsMCP
+    from toolfs.workspace import Workspace
+
+    workspace = Workspace(args.url, options or None, root=args.root,
+                          read_only=args.read_only, deny=tuple(args.deny))
+    server = ToolfsMCP(workspace, redact=redact)
+    with _log_to_stderr(redact):
+        if args.transport == "stdio":
+            server.serve_stdio()
+            return 0
+
+        def ready(url: str) -> None:
+            print(f"toolfs: serving {redact.message(workspace.url)} over MCP at {url} "
+                  "(Authorization: Bearer <token>)", file=sys.stderr, flush=True)
+
+        server.serve_http(token=token or "", host=args.host or "127.0.0.1",
+                          port=DEFAULT_PORT if args.port is None else args.port, ready=ready)
+    return 0
+
+
+@contextlib.contextmanager
+def _log_to_stderr(redact: Redactor) -> Iterator[None]:
+    """Warnings and errors of the server stack on stderr, credentials masked."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("toolfs: %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(redact.log_filter())
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)

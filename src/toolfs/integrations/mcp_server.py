@@ -1,0 +1,238 @@
+"""``read``, ``write`` and ``edit`` as an MCP server (official ``mcp`` SDK, extra ``mcp``).
+
+:class:`ToolfsMCP` wraps a workspace in a low-level :class:`mcp.server.lowlevel.Server`:
+
+* the tools are listed with the pinned input schemas of :mod:`toolfs.schemas`, an output
+  schema generated from the result models, and the :data:`~toolfs.schemas.ANNOTATIONS`;
+* a call returns the model text as text content and :meth:`toolfs.ToolOutput.to_dict` as
+  structured content; a tool error is a result with ``isError`` whose text starts with
+  ``Error [code]``, never a protocol error;
+* each MCP session is its own execution context (its own ledger of observed files): one
+  per streamable-HTTP session, one for the whole stream on stdio;
+* tools run on :class:`toolfs.AsyncWorkspace`, so a slow backend call in one session does
+  not hold up the others.
+
+Serve it with ``toolfs serve URL`` (stdio) or ``toolfs serve URL --transport http``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+try:
+    import mcp.types as types
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.lowlevel import Server
+    from mcp.shared.exceptions import MCPError
+    from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+    from starlette.responses import JSONResponse
+    from starlette.types import ASGIApp, Receive, Scope, Send
+except ImportError as exc:
+    raise ImportError("the toolfs MCP server needs the MCP SDK: pip install 'toolfs[mcp]'"
+                      ) from exc
+
+from toolfs import __version__
+from toolfs.errors import ErrorCode
+from toolfs.redact import Redactor
+from toolfs.results import EditResult, ReadResult, WriteResult
+from toolfs.schemas import ARGS_MODELS, input_schema, tool_definitions
+from toolfs.workspace import AsyncWorkspace, Workspace
+
+__all__ = ["BearerAuth", "ToolError", "ToolfsMCP", "endpoint_url", "mcp_tools", "output_schema"]
+
+DEFAULT_PORT = 8765
+_CONTEXT_KEY = "toolfs.context"
+_RESULT_MODELS: dict[str, type[BaseModel]] = {
+    "read": ReadResult, "write": WriteResult, "edit": EditResult,
+}
+_INSTRUCTIONS = ("File tools over one workspace: read, write and edit text files by paths "
+                 "relative to the workspace root.")
+
+
+class ToolError(BaseModel):
+    """The ``error`` member of a failed call's structured content (``FsError.to_dict()``)."""
+
+    code: ErrorCode
+    message: str
+    path: str | None
+    details: dict[str, Any]
+
+
+def output_schema(tool: str) -> dict[str, Any]:
+    """The JSON Schema of ``tool``'s structured content: ``{ok: true, result}`` or
+    ``{ok: false, error}``, generated from the result models."""
+    _, top = models_json_schema(
+        [(_RESULT_MODELS[tool], "serialization"), (ToolError, "serialization")],
+        ref_template="#/$defs/{model}")
+    result_ref = {"$ref": f"#/$defs/{_RESULT_MODELS[tool].__name__}"}
+    return {
+        "type": "object",
+        "oneOf": [
+            {"properties": {"ok": {"const": True}, "result": result_ref},
+             "required": ["ok", "result"], "additionalProperties": False},
+            {"properties": {"ok": {"const": False}, "error": {"$ref": "#/$defs/ToolError"}},
+             "required": ["ok", "error"], "additionalProperties": False},
+        ],
+        "$defs": top["$defs"],
+    }
+
+
+def _input_schema_of(tool: str) -> dict[str, Any] | None:
+    return input_schema(tool) if tool in ARGS_MODELS else None
+
+
+def mcp_tools() -> list[types.Tool]:
+    """The three tools as MCP ``Tool`` objects (:func:`toolfs.tool_definitions` plus an
+    output schema)."""
+    return [types.Tool.model_validate({**d, "outputSchema": output_schema(d["name"])})
+            for d in tool_definitions("mcp")]
+
+
+class ToolfsMCP:
+    """An MCP server for one workspace; every MCP session gets its own execution context.
+
+    Args:
+        workspace: the root to serve. Each session works on ``workspace.new_context()``,
+            so sessions share files, never observations.
+        redact: masks credentials in everything the server returns.
+        name: the server name announced to clients.
+    """
+
+    def __init__(self, workspace: Workspace | AsyncWorkspace, *,
+                 redact: Redactor | None = None, name: str = "toolfs") -> None:
+        self.workspace = (workspace if isinstance(workspace, AsyncWorkspace)
+                          else AsyncWorkspace(workspace))
+        self.redact = redact or Redactor()
+        self.tools = mcp_tools()
+        self._stream_context: AsyncWorkspace | None = None
+        self.server: Server[Any] = Server(
+            name, version=__version__, instructions=_INSTRUCTIONS,
+            on_list_tools=self._list_tools, on_call_tool=self._call_tool,
+            get_tool_input_schema=_input_schema_of)
+        self.server.add_request_handler("server/discover", types.RequestParams, self._discover)
+
+    # -- handlers -----------------------------------------------------------------
+
+    async def _list_tools(self, ctx: ServerRequestContext[Any],
+                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=self.tools)
+
+    async def _call_tool(self, ctx: ServerRequestContext[Any],
+                         params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name not in ARGS_MODELS:
+            # MCP reports an unknown tool as a protocol error; bad arguments are tool errors.
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name[:50]!r}")
+        output = await self._context(ctx).execute(params.name, params.arguments or {})
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=self.redact(output.text))],
+            structured_content=self.redact.data(output.to_dict()),
+            is_error=output.is_error)
+
+    async def _discover(self, ctx: ServerRequestContext[Any],
+                        params: types.RequestParams) -> types.DiscoverResult:
+        # The 2026-07-28 protocol has no sessions over HTTP, and a ledger needs one:
+        # advertising only handshake versions there makes clients open a session.
+        # A stream (stdio) is one client either way, so both eras work on it.
+        versions = HANDSHAKE_PROTOCOL_VERSIONS if ctx.request is not None else (
+            *HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
+        return types.DiscoverResult(
+            supported_versions=list(versions), instructions=_INSTRUCTIONS,
+            capabilities=self.server.get_capabilities(protocol_version=ctx.protocol_version))
+
+    def _context(self, ctx: ServerRequestContext[Any]) -> AsyncWorkspace:
+        """The execution context of the MCP session this request belongs to."""
+        # The SDK keeps per-connection state and teardown on the Connection, which
+        # ServerRequestContext does not expose yet (the SDK's own TODO L54).
+        connection = ctx.session._connection
+        if connection.session_id is not None:  # a streamable-HTTP session
+            context: AsyncWorkspace | None = connection.state.get(_CONTEXT_KEY)
+            if context is None:
+                context = self.workspace.new_context()
+                connection.state[_CONTEXT_KEY] = context
+                connection.exit_stack.callback(context.close)
+            return context
+        if ctx.request is None:  # stdio: the process serves exactly one client
+            if self._stream_context is None:
+                self._stream_context = self.workspace.new_context()
+            return self._stream_context
+        raise MCPError(types.INVALID_REQUEST,
+                       "toolfs keeps what each agent has read per MCP session; open a session "
+                       "(initialize handshake) instead of sending stateless requests")
+
+    # -- transports ---------------------------------------------------------------
+
+    async def run_stdio(self) -> None:
+        """Serve one client over this process's stdin and stdout until it disconnects."""
+        from mcp.server.stdio import stdio_server
+
+        try:
+            async with stdio_server() as (read, write):
+                await self.server.run(read, write, self.server.create_initialization_options())
+        finally:
+            if self._stream_context is not None:
+                self._stream_context.close()
+
+    def http_app(self, *, token: str, host: str = "127.0.0.1", path: str = "/mcp") -> ASGIApp:
+        """The streamable-HTTP ASGI app, answering 401 to requests without ``token``."""
+        if not token:
+            raise ValueError("the HTTP transport needs a bearer token")
+        app = self.server.streamable_http_app(streamable_http_path=path, host=host)
+        return BearerAuth(app, token)
+
+    def serve_http(self, *, token: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+                   ready: Callable[[str], None] | None = None) -> None:
+        """Serve streamable HTTP until interrupted; ``port=0`` picks a free port.
+
+        ``ready`` receives the endpoint URL once the socket is listening.
+        """
+        import uvicorn
+
+        # Bind here rather than in uvicorn, so the real port is known for port 0.
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.create_server((host, port), family=family)
+        config = uvicorn.Config(self.http_app(token=token, host=host), log_config=None,
+                                log_level="warning", lifespan="on")
+        if ready is not None:
+            ready(endpoint_url(host, sock.getsockname()[1]))
+        try:
+            uvicorn.Server(config).run(sockets=[sock])
+        finally:
+            sock.close()
+
+    def serve_stdio(self) -> None:
+        """Serve one client over stdin and stdout until it disconnects (blocking)."""
+        asyncio.run(self.run_stdio())
+
+
+def endpoint_url(host: str, port: int, path: str = "/mcp") -> str:
+    """``http://host:port/mcp``, bracketing IPv6 hosts."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}{path}"
+
+
+class BearerAuth:
+    """ASGI middleware: answer 401 unless ``Authorization: Bearer <token>`` is present."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+            # Constant time, so the token cannot be guessed byte by byte from timings.
+            if not hmac.compare_digest(given, self._expected):
+                response = JSONResponse(
+                    {"error": "unauthorized",
+                     "error_description": "send Authorization: Bearer <token>"},
+                    status_code=401, headers={"WWW-Authenticate": 'Bearer realm="toolfs"'})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

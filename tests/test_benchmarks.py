@@ -1,0 +1,62 @@
+"""The benchmark scripts run: each ``--tiny`` run exits 0 and prints a Markdown table.
+
+No timings are asserted; the numbers of a ``--tiny`` run are noise.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+# A header row followed by a separator row such as |---|--:|.
+TABLE = re.compile(r"^\|.*\|[ \t]*\n\|(?:[ \t]*:?-+:?[ \t]*\|)+[ \t]*$", re.MULTILINE)
+EXIT_SKIP = 77  # bench_mcp.py: the reference server cannot be installed or started
+
+
+def run(script: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(BENCHMARKS / script), "--tiny", *args],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def assert_table(done: subprocess.CompletedProcess[str]) -> None:
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    assert TABLE.search(done.stdout), f"no Markdown table in:\n{done.stdout}"
+
+
+def test_bench_latency() -> None:
+    done = run("bench_latency.py")
+    assert_table(done)
+    assert "| local" in done.stdout and "| memory" in done.stdout
+
+
+def _s3_ready() -> bool:
+    modules = ("s3fs", "moto", "toolfs.testing.emulators", "toolfs.backends.s3")
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in modules)
+    except ModuleNotFoundError:
+        return False
+
+
+def test_bench_window() -> None:
+    done = run("bench_window.py")
+    assert_table(done)
+    assert "| local" in done.stdout
+    if _s3_ready():  # the S3 variant runs only where the emulator and adapter exist
+        assert "| s3 (moto)" in done.stdout, done.stdout
+
+
+def test_bench_mcp() -> None:
+    # The first run may install the reference server with npm.
+    done = run("bench_mcp.py", timeout=400)
+    if done.returncode == EXIT_SKIP:
+        reason = (done.stdout.strip() or done.stderr.strip())[-500:]
+        print(reason)
+        pytest.skip(reason)
+    assert_table(done)
+    assert "edit correctness case" in done.stdout
