@@ -34,7 +34,7 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> 
 
 
 def _looks_numeric(text: str) -> bool:
-    t = text.replace(",", "").replace("×", "").replace("%", "").strip()
+    t = text.replace(",", "").replace("x", "").replace("%", "").strip()
     if t in ("", "-", "n/a"):
         return True
     try:
@@ -64,7 +64,7 @@ def fmt_bytes(n: float) -> str:
 def ratio(value: float, base: float) -> str:
     if base <= 0:
         return "n/a"
-    return f"{value / base:.2f}×"
+    return f"{value / base:.2f}x"
 
 
 def machine_facts() -> str:
