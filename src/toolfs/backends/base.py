@@ -60,6 +60,8 @@ class Capabilities:
     """Versions are content digests: rewriting identical bytes keeps the version."""
     symlinks: bool = False
     """Paths may traverse symlinks, which the policy resolves and confines."""
+    cheap_listing: bool = False
+    """Listing a directory costs no round trip ("did you mean" hints are offered)."""
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,8 @@ class LocalStore(Store):
 
     name: ClassVar[str] = "local"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        atomic=True, cross_process=True, digest_versions=True, symlinks=True)
+        atomic=True, cross_process=True, digest_versions=True, symlinks=True,
+        cheap_listing=True)
 
     def __init__(self, fs: Any, *, root: str | None = None,
                  size_cap: int = 10 * 1024 * 1024) -> None:

@@ -168,7 +168,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
 
     def _not_found(self, target: Target, cause: FsError) -> FsError:
         err = fs_error("not_found", f"{target.display} does not exist", path=target.display)
-        if self.store.capabilities.symlinks or self.store.name == "memory":
+        if self.store.capabilities.cheap_listing:
             near = self._siblings(target)
             if near:
                 err.details["did_you_mean"] = near
@@ -325,8 +325,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         except Veto as veto:
             err = fs_error("denied", f"vetoed: {veto.reason}", path=target.display)
             raise self._fail(err, target, operation) from veto
-        if isinstance(put, Overwrite) and self.policy is None:
-            # Unguarded: learn whether this creates, so the result can say so.
+        if isinstance(put, Overwrite):
+            # Unconditional: try a create first, so the result can say which it was.
             put, created = Create(), True
             try:
                 version = self.store.put(target.backend_path, data, put)
