@@ -135,3 +135,21 @@ def test_hardlink_write_replaces_the_link_not_the_outside_file(tmp_path: pathlib
     ws.write("hard.txt", "replaced\n")
     assert b.get("hard.txt") == b"replaced\n"
     assert (outside / "secret.txt").read_text() == "secret\n"
+
+
+def test_sibling_prefix_root_on_every_backend(backend: Backend) -> None:
+    """``<root>-evil`` shares the root as a string prefix; every form of it is outside."""
+    backend.put("in.txt", b"inside\n")
+    ws = backend.workspace()
+    protocols = ws.fs.jail.protocols
+    sibling = f"{backend.root}-evil/x.txt"
+    # (A bare "root-evil/x" is a relative path, i.e. inside the root, on object stores.)
+    forms = [f"/{sibling.lstrip('/')}", f"{protocols[0]}://{sibling.lstrip('/')}"]
+    for path in forms:
+        for tool, extra in [("read", {}), ("write", {"content": "pwned\n"})]:
+            out = ws.execute(tool, {"file_path": path, **extra})
+            assert out.error is not None and out.error.code == "outside_root", (path, out.text)
+    inside = f"{protocols[0]}://{backend.key('in.txt').lstrip('/')}"
+    if backend.name != "generic":  # DirFileSystem has no URL form of its own
+        out = ws.execute("read", {"file_path": inside})
+        assert not out.is_error, (inside, out.text)
