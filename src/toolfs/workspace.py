@@ -173,14 +173,18 @@ class AsyncWorkspace:
 
     Each call runs the synchronous tool on a worker thread; S3 and GCS I/O inside it is
     awaited on fsspec's own event loop. The caller's event loop is never blocked.
+    Contexts made with :meth:`new_context` share their parent's ``max_workers`` threads.
     """
 
     def __init__(self, url: str | AbstractFileSystem | Workspace,
                  storage_options: Mapping[str, Any] | None = None, *,
-                 max_workers: int = 32, **options: Any) -> None:
+                 max_workers: int = 32,
+                 _pool: concurrent.futures.ThreadPoolExecutor | None = None,
+                 **options: Any) -> None:
         self.sync = url if isinstance(url, Workspace) else Workspace(
             url, storage_options, **options)
-        self._pool = concurrent.futures.ThreadPoolExecutor(
+        self._owns_pool = _pool is None
+        self._pool = _pool or concurrent.futures.ThreadPoolExecutor(
             max_workers=max_workers, thread_name_prefix="toolfs")
 
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -206,10 +210,13 @@ class AsyncWorkspace:
         return self.sync.context_id
 
     def new_context(self, **overrides: Any) -> AsyncWorkspace:
-        return AsyncWorkspace(self.sync.new_context(**overrides))
+        """Another execution context over the same root, on the same worker threads."""
+        return AsyncWorkspace(self.sync.new_context(**overrides), _pool=self._pool)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False)
+        """Release the worker threads (those of the context that created them)."""
+        if self._owns_pool:
+            self._pool.shutdown(wait=False)
 
 
 def _validated(model: type[T], **fields: Any) -> T:
