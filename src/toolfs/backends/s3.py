@@ -110,8 +110,12 @@ class S3Store(AsyncStore):
             if err.code == "not_found" and if_version is not None:
                 raise fs_error("stale", f"{path} was deleted", path=path) from err.__cause__
             raise
-        async with resp["Body"] as body:
-            data: bytes = await body.read()
+        try:
+            async with resp["Body"] as body:
+                data: bytes = await body.read()
+        except Exception as exc:  # the connection failed mid-body (reset, timeout, short)
+            raise fs_error("backend_error", f"{path}: reading the body failed: "
+                           f"{type(exc).__name__}", path=path) from exc
         content_range = resp.get("ContentRange")
         size = int(content_range.rsplit("/", 1)[1]) if content_range else int(
             resp["ContentLength"])
@@ -131,7 +135,8 @@ class S3Store(AsyncStore):
             kw["IfMatch"] = mode.expected.value
         client = await self._client()
         conflicts = connection_failures = 0
-        retried = False
+        # Unless aiohttp's hidden resend is off, any put may have been sent twice.
+        retried = not _hidden_resends_off(client)
         while True:
             try:
                 resp = await client.put_object(**kw)
@@ -156,7 +161,10 @@ class S3Store(AsyncStore):
                 if status in (409, 412) or (status == 404 and isinstance(mode, Update)):
                     if retried:
                         # The first attempt may have landed before its response was lost.
-                        own = await self._own_write(bucket, key, data)
+                        try:
+                            own = await self._own_write(bucket, key, data)
+                        except Exception as check:  # unknown outcome: not "stale"
+                            raise _backend_error(path, check) from check
                         if own is not None:
                             return own
                     what = {Create: "was created by someone else",
@@ -166,11 +174,16 @@ class S3Store(AsyncStore):
                 raise _backend_error(path, exc) from exc
 
     async def _own_write(self, bucket: str, key: str, data: bytes) -> FileVersion | None:
-        """The current version if the object holds exactly ``data`` (single-part ETag = MD5)."""
+        """The current version if the object holds exactly ``data`` (single-part ETag = MD5).
+
+        ``None`` if it holds something else or is gone; raises if the check itself fails.
+        """
         try:
             head = await (await self._client()).head_object(Bucket=bucket, Key=key)
-        except Exception:
-            return None
+        except Exception as exc:
+            if status_of(exc) == 404:
+                return None
+            raise
         if head["ETag"].strip('"') != hashlib.md5(data, usedforsecurity=False).hexdigest():
             return None
         return FileVersion(kind="etag", value=head["ETag"], version_id=head.get("VersionId"))
@@ -216,6 +229,28 @@ class S3Store(AsyncStore):
 
 class _RangeNotSatisfiable(Exception):
     pass
+
+
+def _hidden_resends_off(client: Any) -> bool:
+    """Turn off aiohttp's own resend of idempotent requests; True once it is off.
+
+    aiohttp (3.9+, aio-libs/aiohttp#7363) sends a PUT a second time, out of botocore's
+    sight, when the connection drops before the response; it has no public switch
+    (aio-libs/aiohttp#10790; its own test client sets ``_retry_connection``). A put that
+    landed then meets its own 412 with ``RetryAttempts == 0``. With the resend off, the
+    failure reaches botocore, whose retry is counted. aiobotocore creates its aiohttp
+    sessions on the client's first request: until then, or if these internals change,
+    this returns False and the caller assumes the put may have been resent.
+    """
+    http = getattr(getattr(client, "_endpoint", None), "http_session", None)
+    sessions = getattr(http, "_sessions", None)
+    if not isinstance(sessions, dict) or not sessions:
+        return False
+    for session in sessions.values():
+        if not hasattr(session, "_retry_connection"):
+            return False
+        session._retry_connection = False
+    return True
 
 
 def _members(client: Any, operation: str) -> set[str]:

@@ -180,6 +180,11 @@ class FaultProxy:
             self.rules.append(rule)
         return rule
 
+    def add(self, *rules: Rule) -> None:
+        """Append ready-made rules to the plan."""
+        with self._lock:
+            self.rules.extend(rules)
+
     def clear(self) -> None:
         """Drop every rule (the counts are kept; see :meth:`reset_counts`)."""
         with self._lock:
@@ -228,7 +233,8 @@ class FaultProxy:
         """Listen on a free port and serve in a daemon thread; no-op if running."""
         if self._server is None:
             self._server = _Server(self)
-            self._thread = threading.Thread(target=self._server.serve_forever,
+            # A short poll interval: stop() waits for the loop to notice the shutdown.
+            self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
                                             name="toolfs-fault-proxy", daemon=True)
             self._thread.start()
         return self
