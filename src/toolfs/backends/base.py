@@ -25,6 +25,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from toolfs.errors import fs_error
 from toolfs.versions import FileVersion
 
 
@@ -171,3 +172,15 @@ def clamp_range(size: int, start: int, length: int | None) -> tuple[int, int]:
     start = max(0, min(start, size))
     end = size if length is None else max(start, min(size, start + length))
     return start, end
+
+
+def check_condition(path: str, current: bytes | None, mode: PutMode) -> None:
+    """Raise ``stale`` unless ``mode`` holds for a file whose bytes are ``current``
+    (``None``: absent), comparing content digests."""
+    if isinstance(mode, Create) and current is not None:
+        raise fs_error("stale", f"{path} was created by someone else", path=path)
+    if isinstance(mode, Update):
+        if current is None:
+            raise fs_error("stale", f"{path} was deleted", path=path)
+        if FileVersion.of_bytes(current) != mode.expected:
+            raise fs_error("stale", f"{path} changed", path=path)

@@ -13,11 +13,11 @@ from typing import ClassVar
 from toolfs.backends.base import (
     Blob,
     Capabilities,
-    Create,
     Overwrite,
     PutMode,
     Store,
     Update,
+    check_condition,
     clamp_range,
 )
 from toolfs.errors import FsError, fs_error
@@ -64,13 +64,7 @@ class GenericStore(Store):
 
     def _check(self, path: str, mode: PutMode) -> bytes | None:
         current = self._current(path)
-        if isinstance(mode, Create) and current is not None:
-            raise fs_error("stale", f"{path} was created by someone else", path=path)
-        if isinstance(mode, Update):
-            if current is None:
-                raise fs_error("stale", f"{path} was deleted", path=path)
-            if FileVersion.of_bytes(current) != mode.expected:
-                raise fs_error("stale", f"{path} changed", path=path)
+        check_condition(path, current, mode)
         return current
 
     def put(self, path: str, data: bytes, mode: PutMode) -> FileVersion:

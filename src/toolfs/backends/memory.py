@@ -12,11 +12,11 @@ from typing import Any, ClassVar
 from toolfs.backends.base import (
     Blob,
     Capabilities,
-    Create,
     Overwrite,
     PutMode,
     Store,
     Update,
+    check_condition,
     clamp_range,
 )
 from toolfs.errors import fs_error
@@ -57,7 +57,7 @@ class MemoryStore(Store):
     def put(self, path: str, data: bytes, mode: PutMode) -> FileVersion:
         with _LOCK:
             current = self._current(path)
-            _check(path, current, mode)
+            check_condition(path, current, mode)
             parent = self.fs._parent(path)
             if parent and not self.fs.exists(parent):
                 self.fs.makedirs(parent, exist_ok=True)
@@ -69,16 +69,6 @@ class MemoryStore(Store):
             current = self._current(path)
             if current is None and isinstance(mode, Overwrite):
                 raise fs_error("not_found", f"{path} does not exist", path=path)
-            _check(path, current, mode)
+            check_condition(path, current, mode)
             self.fs.rm_file(path)
 
-
-def _check(path: str, current: bytes | None, mode: PutMode) -> None:
-    """Raise ``stale`` unless ``mode`` holds for a file whose bytes are ``current``."""
-    if isinstance(mode, Create) and current is not None:
-        raise fs_error("stale", f"{path} was created by someone else", path=path)
-    if isinstance(mode, Update):
-        if current is None:
-            raise fs_error("stale", f"{path} was deleted", path=path)
-        if FileVersion.of_bytes(current) != mode.expected:
-            raise fs_error("stale", f"{path} changed", path=path)
