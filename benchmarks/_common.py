@@ -78,5 +78,7 @@ def machine_facts() -> str:
                     break
     except OSError:
         pass
-    return (f"machine: {os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()} "
+    # The CPUs this process may use, as `nproc` counts them (not the host's total).
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (f"machine: {cpus} CPUs ({cpu}), Python {platform.python_version()} "
             f"({sys.implementation.name}), {platform.system()} {platform.release()}")
