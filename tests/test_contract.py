@@ -150,6 +150,19 @@ def test_edit_replaces_once_and_reports(backend: Backend) -> None:
     assert backend.get("e.py") == b"def f():\n    return 2\n"
 
 
+def test_edit_result_shows_the_new_region_with_context(backend: Backend) -> None:
+    backend.put("ten.txt", "".join(f"l{i}\n" for i in range(1, 11)).encode())
+    ws = backend.workspace()
+    ws.read("ten.txt")
+    r = ws.edit("ten.txt", "l5\n", "five\nFIVE\n")
+    assert r.snippet_start == 2
+    assert r.snippet == ["l2", "l3", "l4", "five", "FIVE", "l6", "l7", "l8"]
+    backend.put("crlf.txt", b"a\r\nb\r\nc")
+    ws.read("crlf.txt")
+    r = ws.edit("crlf.txt", "c", "C")
+    assert (r.snippet_start, r.snippet) == (1, ["a", "b", "C"])
+
+
 def test_edit_ambiguous_lists_lines_and_replace_all_counts(backend: Backend) -> None:
     backend.put("m.txt", b"x = 1\ny = 2\nx = 1\nz\nx = 1\n")
     ws = backend.workspace()

@@ -147,3 +147,39 @@ class PolicyMachine(RuleBasedStateMachine):
 TestPolicyMachine = PolicyMachine.TestCase
 TestPolicyMachine.settings = settings(max_examples=60, stateful_step_count=25, deadline=None,
                                       suppress_health_check=[HealthCheck.too_slow])
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=TEXT, a=st.integers(0, 200), b=st.integers(0, 200), context=st.integers(0, 3))
+def test_lines_around_is_a_slice_of_the_lines(text: str, a: int, b: int,
+                                              context: int) -> None:
+    from toolfs.text import line_of, lines_around, split_lines
+
+    start, end = sorted((min(a, len(text)), min(b, len(text))))
+    first, lines = lines_around(text, start, end, context)
+    every = split_lines(text)
+    assert lines == every[first - 1: first - 1 + len(lines)]
+    if text and start < len(text):
+        assert first <= line_of(text, start) and first >= line_of(text, start) - context
+
+
+@settings(max_examples=150, deadline=None)
+@given(lines=st.lists(st.text(alphabet="ab漢\r", max_size=12), max_size=40),
+       final_newline=st.booleans(), offset=st.integers(1, 45), limit=st.integers(1, 45))
+def test_streamed_window_equals_whole_read(lines: list[str], final_newline: bool,
+                                           offset: int, limit: int) -> None:
+    body = "\n".join(lines) + ("\n" if final_newline and lines else "")
+    root = f"memory://toolfs-stream-{uuid.uuid4().hex[:8]}"
+    whole_ws = toolfs.Workspace(root)
+    whole_ws.write("f.txt", body)
+    whole = whole_ws.read("f.txt", offset=offset, limit=limit)
+    # A cap below the file size forces the block-by-block scan, with tiny blocks.
+    streamed = toolfs.Workspace(root, size_cap=8, first_block=8, block_size=5).read(
+        "f.txt", offset=offset, limit=limit)
+    if len(body.encode()) <= 8:
+        return  # small enough to be read whole either way
+    assert streamed.lines == whole.lines
+    if streamed.total_lines is not None:
+        assert streamed.total_lines == whole.total_lines
+    else:
+        assert whole.total_lines is not None and whole.total_lines > offset + limit - 2

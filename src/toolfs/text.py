@@ -62,7 +62,30 @@ def split_lines(text: str) -> list[str]:
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
+    if "\r" not in text:  # the common case: no per-line work at all
+        return lines
     return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def lines_around(text: str, start: int, end: int, context: int) -> tuple[int, list[str]]:
+    """The lines covering ``text[start:end]`` plus ``context`` lines on each side, and the
+    1-based number of the first; only that region of ``text`` is split."""
+    lo = start
+    for _ in range(context + 1):
+        lo = text.rfind("\n", 0, lo) if lo > 0 else -1
+        if lo < 0:
+            break
+    lo = lo + 1 if lo >= 0 else 0
+    hi = end
+    # A span that ends with its newline already holds its last line whole.
+    ends_whole = end > start and text[end - 1] == "\n"
+    for _ in range(context if ends_whole else context + 1):
+        nxt = text.find("\n", hi)
+        if nxt < 0:
+            hi = len(text)
+            break
+        hi = nxt + 1
+    return text.count("\n", 0, lo) + 1, split_lines(text[lo:hi])
 
 
 def count_lines(text: str) -> int:
@@ -83,6 +106,8 @@ class EditOutcome:
     count: int
     lines: list[int]
     """1-based first line of each replaced span, in the original text."""
+    first_span: tuple[int, int]
+    """Where the first replacement lies in the new text (start, end offsets)."""
 
 
 class _CrlfMap:
@@ -164,7 +189,10 @@ def apply_edit(raw: str, old: str, new: str, *, replace_all: bool,
         pieces.append(replacement(s, e))
         prev = re_
     pieces.append(raw[prev:])
-    return EditOutcome(text="".join(pieces), count=len(starts), lines=lines)
+    # The text before the first match is unchanged, so its offsets hold in the new text.
+    first = m.to_raw(starts[0])
+    return EditOutcome(text="".join(pieces), count=len(starts), lines=lines,
+                       first_span=(first, first + len(pieces[1])))
 
 
 def _fmt_lines(lines: list[int], limit: int = 20) -> str:

@@ -11,7 +11,7 @@ from toolfs.errors import FsError, fs_error
 from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
 from toolfs.results import EditResult, ReadResult, WriteResult
 from toolfs.schemas import DEFAULT_LIMIT, EditArgs, ReadArgs, WriteArgs
-from toolfs.text import apply_edit, count_lines, decode, split_lines
+from toolfs.text import apply_edit, decode, lines_around, split_lines
 
 SNIPPET_CONTEXT = 3
 
@@ -30,42 +30,70 @@ def _read_whole(f: ObservedFile, offset: int, limit: int) -> ReadResult:
     doc = decode(f.read(), f.path)
     lines = split_lines(doc.text)
     window = lines[offset - 1: offset - 1 + limit]
-    return ReadResult(
+    # Trusted values built here: skip re-validating a list of up to `limit` lines.
+    return ReadResult.model_construct(
         path=f.path, version=f.version, lines=window, start_line=offset,
         line_count=len(window), total_lines=len(lines), size=f.size,
         partial=len(window) < len(lines))
 
 
 def _read_stream(f: ObservedFile, offset: int, limit: int) -> ReadResult:
-    """Scan a file over the whole-file cap line by line, keeping only the window."""
+    """Scan a file over the whole-file cap block by block, keeping only the window.
+
+    Lines before the window are only counted (``bytes.count``), never kept; the scan stops
+    once the window is complete, so the total is known only if it reached the end.
+    """
     window: list[str] = []
-    number = 0
-    at_eof = False
+    number = 0  # lines completed so far
+    carry = b""  # the unfinished last line of the previous block
+    skipped_partial = False  # an unfinished line before the window was dropped, not kept
+    more = True
     while len(window) < limit:
-        raw = f.readline()
-        if not raw:
-            at_eof = True
+        chunk = f.read(f.block_size)
+        if not chunk:
+            more = False
+            if carry or skipped_partial:  # a last line without a final newline
+                number += 1
+                if carry and number >= offset:
+                    window.append(_line(carry, f.path))
+                carry = b""
             break
-        number += 1
-        if number >= offset:
-            # Validate as we go: the window must be text, the rest is never held.
-            window.append(split_lines(decode(raw, f.path).text)[0] if raw.strip(b"\r\n")
-                          else "")
-    if not at_eof and f.tell() >= f.size:
-        at_eof = True
-    return ReadResult(
+        buf = carry + chunk
+        newlines = buf.count(b"\n")
+        if number + newlines + 1 < offset:
+            # Everything here, the unfinished line included, lies before the window.
+            number += newlines
+            carry = b""
+            skipped_partial = not buf.endswith(b"\n")
+            continue
+        skipped_partial = False
+        *complete, carry = buf.split(b"\n")
+        for i, raw in enumerate(complete):
+            number += 1
+            if number >= offset:
+                window.append(_line(raw, f.path))
+                if len(window) == limit:
+                    more = i + 1 < len(complete) or bool(carry) or f.tell() < f.size
+                    break
+    return ReadResult.model_construct(
         path=f.path, version=f.version, lines=window, start_line=offset,
-        line_count=len(window), total_lines=number if at_eof else None, size=f.size,
+        line_count=len(window), total_lines=None if more else number, size=f.size,
         partial=True)
+
+
+def _line(raw: bytes, path: str) -> str:
+    """One line of a streamed file, validated as text (the rest is never decoded)."""
+    text = decode(raw, path).text
+    return text[:-1] if text.endswith("\r") else text
 
 
 def write(fs: PolicyFileSystem, args: WriteArgs) -> WriteResult:
     """Create or replace a file with ``content``."""
-    data = args.content.encode("utf-8", "surrogatepass")
-    _check_text(data, args.file_path)
-    commit = fs.pipe_file(args.file_path, data, operation="write")
-    return WriteResult(path=commit.path, action="created" if commit.created else "updated",
-                       version=commit.version, size=commit.size)
+    _check_text(args.content, args.file_path)
+    commit = fs.pipe_file(args.file_path, args.content.encode("utf-8"), operation="write")
+    return WriteResult.model_construct(
+        path=commit.path, action="created" if commit.created else "updated",
+        version=commit.version, size=commit.size)
 
 
 def edit(fs: PolicyFileSystem, args: EditArgs) -> EditResult:
@@ -82,28 +110,23 @@ def edit(fs: PolicyFileSystem, args: EditArgs) -> EditResult:
             if f.cached:
                 f.verify()
             raise
+    # The rest of the file was valid text when read; only new_string is new.
+    _check_text(args.new_string, path)
     data = doc.encode(outcome.text)
-    _check_text(data, path)
     commit = fs.pipe_file(args.file_path, data, operation="edit", expected=version)
-    new_lines = split_lines(outcome.text)
-    first = outcome.lines[0]
-    lo = max(1, first - SNIPPET_CONTEXT)
-    span = count_lines(args.new_string) if args.new_string else 0
-    hi = min(len(new_lines), first + span + SNIPPET_CONTEXT)
-    return EditResult(
+    start, snippet = lines_around(outcome.text, *outcome.first_span, SNIPPET_CONTEXT)
+    return EditResult.model_construct(
         path=commit.path, replacements=outcome.count, replace_all=args.replace_all,
-        version=commit.version, lines=outcome.lines, snippet=new_lines[lo - 1: hi],
-        snippet_start=lo)
+        version=commit.version, lines=outcome.lines, snippet=snippet, snippet_start=start)
 
 
-def _check_text(data: bytes, path: str) -> None:
-    """Refuse content that could not be read back as text (lone surrogates, NUL)."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise fs_error("invalid_arguments",
-                       "content is not valid Unicode text (lone surrogate?)",
-                       path=path) from exc
-    if b"\x00" in data:
-        raise fs_error("invalid_arguments", "content contains a NUL character; only text "
+def _check_text(text: str, path: str) -> None:
+    """Refuse text that could not be stored and read back (lone surrogates, NUL)."""
+    if "\x00" in text:
+        raise fs_error("invalid_arguments", "the text contains a NUL character; only text "
                        "can be written", path=path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise fs_error("invalid_arguments",
+                       "the text is not valid Unicode (a lone surrogate)", path=path) from exc

@@ -104,6 +104,8 @@ class Store(ABC):
 
         With ``if_version``, raise ``stale`` unless the file is still at that version
         (every block of a windowed read is pinned this way, so a view is never torn).
+        From ``start=0``, an adapter that had to read the whole file anyway (to digest
+        it) may return all of it; ``Blob.complete`` says so.
         """
 
     @abstractmethod

@@ -564,6 +564,11 @@ class ObservedFile(io.RawIOBase):
                            path=self.path) from err
 
     @property
+    def block_size(self) -> int:
+        """Bytes fetched per request when streaming."""
+        return self._owner.block_size
+
+    @property
     def complete(self) -> bool:
         """True when the whole file is in memory."""
         return self._buf_start == 0 and len(self._buf) == self.size
