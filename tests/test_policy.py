@@ -296,3 +296,13 @@ def test_read_only_methods_are_confined(backend: Backend) -> None:
         with pytest.raises(FsError) as exc:
             fs.info(bad)
         assert exc.value.code == "outside_root"
+
+
+def test_audit_log_is_bounded() -> None:
+    log = toolfs.AuditLog(max_events=3)
+    ws = toolfs.Workspace("memory://audit-bound", subscribers=[log])
+    for i in range(5):
+        ws.write(f"f{i}.txt", "x\n")
+    assert len(log.events) == 3
+    assert [e.path for e in log.events] == ["f3.txt", "f4.txt", "f4.txt"]
+    assert len(ws.audit.events) == 10  # the workspace's own log keeps up to 10,000

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Literal
 
@@ -52,10 +53,14 @@ Subscriber = Callable[[FsEvent], None]
 
 
 class AuditLog:
-    """A subscriber that keeps every event; shows as a table in notebooks."""
+    """A subscriber that keeps the last ``max_events`` events; a table in notebooks.
 
-    def __init__(self) -> None:
-        self.events: list[FsEvent] = []
+    Every workspace has one (``ws.audit``); the bound keeps a long-running agent or
+    server from growing without end.
+    """
+
+    def __init__(self, max_events: int = 10_000) -> None:
+        self.events: deque[FsEvent] = deque(maxlen=max_events)
 
     def __call__(self, event: FsEvent) -> None:
         self.events.append(event)

@@ -127,9 +127,11 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
     def _emit(self, type_: Any, op: Operation, target: Target, *,
               before: FileVersion | None = None, after: FileVersion | None = None,
               reason: str | None = None) -> None:
-        event = FsEvent(type=type_, context_id=self.context_id, operation=op,
-                        path=target.display, version_before=before, version_after=after,
-                        reason=reason)
+        if not self.subscribers:
+            return
+        event = FsEvent.model_construct(
+            type=type_, context_id=self.context_id, operation=op, path=target.display,
+            version_before=before, version_after=after, reason=reason)
         for sub in list(self.subscribers):
             sub(event)
 
