@@ -163,3 +163,15 @@ def test_gcsfs_internals_the_adapter_relies_on(gcs_backend: GCSBackend) -> None:
     # Why the adapter builds its own upload: gcsfs maps every 412 to FileExistsError.
     with pytest.raises(FileExistsError):
         gcsfs.retry.validate_response(412, b"", "x")
+
+
+def test_s3_versioned_bucket_reports_version_id(s3_backend: S3Backend) -> None:
+    s3_backend.setup()
+    s3_backend.fs.call_s3("put_bucket_versioning", Bucket=s3_backend.bucket,
+                          VersioningConfiguration={"Status": "Enabled"})
+    ws = s3_backend.workspace()
+    w = ws.write("v.txt", "one\n")
+    r = ws.read("v.txt")
+    assert w.version.version_id and r.version.version_id == w.version.version_id
+    e = ws.edit("v.txt", "one", "two")
+    assert e.version.version_id and e.version.version_id != w.version.version_id

@@ -136,3 +136,26 @@ def test_sigkill_mid_write_never_tears_the_file(tmp_path: pathlib.Path) -> None:
     toolfs.Workspace(b.root, policy=None).write("crash.txt", "clean\n")
     assert os.listdir(b.root) == ["crash.txt"]
     assert len(valid) > 2, "the writer never got going"
+
+
+def test_local_write_keeps_mode_and_leaves_no_temp_on_error(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    b = LocalBackend(str(tmp_path))
+    b.setup()
+    b.put("script.sh", b"echo hi\n")
+    os.chmod(os.path.join(b.root, "script.sh"), 0o750)
+    ws = b.workspace()
+    ws.read("script.sh")
+    ws.edit("script.sh", "hi", "hello")
+    assert os.stat(os.path.join(b.root, "script.sh")).st_mode & 0o7777 == 0o750
+
+    def disk_full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    out = ws.execute("edit", {"file_path": "script.sh", "old_string": "hello",
+                              "new_string": "bye"})
+    assert out.error is not None and out.error.code == "backend_error", out.text
+    assert "No space left" in out.text
+    assert b.get("script.sh") == b"echo hello\n"
+    assert os.listdir(b.root) == ["script.sh"]
