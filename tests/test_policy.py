@@ -306,3 +306,9 @@ def test_audit_log_is_bounded() -> None:
     assert len(log.events) == 3
     assert [e.path for e in log.events] == ["f3.txt", "f4.txt", "f4.txt"]
     assert len(ws.audit.events) == 10  # the workspace's own log keeps up to 10,000
+
+
+def test_a_missing_local_root_is_reported_once_and_clearly(tmp_path: object) -> None:
+    with pytest.raises(FsError) as exc:
+        toolfs.Workspace(f"{tmp_path}/does-not-exist")
+    assert exc.value.code == "not_found" and "root" in exc.value.message

@@ -62,6 +62,10 @@ class LocalStore(Store):
     def __init__(self, fs: Any, *, root: str | None = None,
                  size_cap: int = 10 * 1024 * 1024) -> None:
         super().__init__(fs, root=os.path.realpath(root) if root else "/", size_cap=size_cap)
+        if not os.path.isdir(self.root or "/"):
+            # Said once, here, rather than as a puzzling not_found on every call.
+            raise fs_error("not_found", f"the workspace root {root} is not a directory",
+                           path=root)
 
     # -- path walking ---------------------------------------------------------------
 
