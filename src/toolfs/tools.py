@@ -91,7 +91,7 @@ def write(fs: PolicyFileSystem, args: WriteArgs) -> WriteResult:
     """Create or replace a file with ``content``."""
     _check_text(args.content, args.file_path)
     commit = fs.pipe_file(args.file_path, args.content.encode("utf-8"), operation="write")
-    return WriteResult.model_construct(
+    return WriteResult(
         path=commit.path, action="created" if commit.created else "updated",
         version=commit.version, size=commit.size)
 

@@ -55,5 +55,4 @@ class FileVersion(BaseModel):
     @classmethod
     def of_bytes(cls, data: bytes) -> FileVersion:
         """The content-digest version of ``data``."""
-        # Built on every read and write: the fields are known good, skip validation.
-        return cls.model_construct(kind="sha256", value=hashlib.sha256(data).hexdigest())
+        return cls(kind="sha256", value=hashlib.sha256(data).hexdigest())

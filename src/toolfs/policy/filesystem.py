@@ -129,7 +129,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
               reason: str | None = None) -> None:
         if not self.subscribers:
             return
-        event = FsEvent.model_construct(
+        event = FsEvent(
             type=type_, context_id=self.context_id, operation=op, path=target.display,
             version_before=before, version_after=after, reason=reason)
         for sub in list(self.subscribers):

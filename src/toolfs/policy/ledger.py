@@ -55,7 +55,7 @@ class Ledger:
                content: bytes | None = None) -> None:
         """Remember that ``key`` is at ``version`` (None: absent), with its bytes if known."""
         with self._lock:
-            self._obs[key] = Observation.model_construct(version=version, size=size)
+            self._obs[key] = Observation(version=version, size=size)
             self._drop(key)
             if content is not None and version is not None and len(content) <= self.cache_bytes:
                 self._cache[key] = (version, content)
