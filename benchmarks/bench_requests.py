@@ -76,7 +76,7 @@ def measure(emu: Any, fs: Any, bucket: str, rounds: int) -> list[tuple[str, floa
             fs.invalidate_cache(), fs.exists(f"{bucket}/bench/n{i}.py"),
             fs.pipe_file(f"{bucket}/bench/n{i}.py", b"x\n"), fs.invalidate_cache(),
             fs.info(f"{bucket}/bench/n{i}.py")))
-        naive_read(fs, key)
+        seen["v"] = naive_read(fs, key)[1]  # read, then someone else changes the file
         fs.pipe_file(key, BODY + b"# changed\n")
         totals["stale edit"][1] += count(emu, lambda s=seen: _refused(
             lambda: naive_edit(fs, key, b"line 2 of", b"2", s["v"])))

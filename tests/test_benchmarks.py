@@ -1,6 +1,8 @@
 """The benchmark scripts run: each ``--tiny`` run exits 0 and prints a Markdown table.
 
-No timings are asserted; the numbers of a ``--tiny`` run are noise.
+No timings are asserted; the numbers of a ``--tiny`` run are noise. bench_requests.py (S3
+and GCS) and bench_throughput.py (S3) start their own emulators (moto, fake-gcs-server),
+which the ``test`` extra installs.
 """
 
 from __future__ import annotations
@@ -60,3 +62,19 @@ def test_bench_mcp() -> None:
         pytest.skip(reason)
     assert_table(done)
     assert "edit correctness case" in done.stdout
+
+
+def test_bench_requests() -> None:
+    done = run("bench_requests.py")
+    assert_table(done)
+    for backend in ("| S3 (moto)", "| GCS (fake-gcs-server)"):
+        assert f"{backend} | edit after read |" in done.stdout, done.stdout
+
+
+def test_bench_throughput() -> None:
+    done = run("bench_throughput.py")
+    assert_table(done)
+    assert "| 16 distinct files" in done.stdout and "| 1 shared file" in done.stdout
+    # The script exits 1 (and prints FAILED:) if toolfs ever loses an update.
+    assert "Verified: every successful toolfs edit" in done.stdout, done.stdout
+    assert "no lost updates" in done.stdout, done.stdout
