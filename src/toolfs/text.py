@@ -88,13 +88,6 @@ def lines_around(text: str, start: int, end: int, context: int) -> tuple[int, li
     return text.count("\n", 0, lo) + 1, split_lines(text[lo:hi])
 
 
-def count_lines(text: str) -> int:
-    """Number of lines as :func:`split_lines` counts them, without building them."""
-    if not text:
-        return 0
-    return text.count("\n") + (0 if text.endswith("\n") else 1)
-
-
 # -- edit ---------------------------------------------------------------------------
 
 

@@ -63,11 +63,6 @@ class Ledger:
                 while self._cached_total > self.cache_bytes:
                     self._drop(next(iter(self._cache)))
 
-    def forget(self, key: str) -> None:
-        with self._lock:
-            self._obs.pop(key, None)
-            self._drop(key)
-
     def content(self, key: str, version: FileVersion) -> bytes | None:
         """The cached bytes of ``key`` at ``version``, if still held."""
         with self._lock:
