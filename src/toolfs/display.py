@@ -63,7 +63,7 @@ def workspace_markdown(ws: Workspace) -> str:
              "observed version": o.version.short if o.version else "(absent)"}
             for k, o in sorted(snap.observations.items())]
     policy = "off" if fs.policy is None else "observed-file / stale-version"
-    flags = ", ".join(f for f, on in (("read-only", fs.read_only),) if on) or "read-write"
+    flags = "read-only" if fs.read_only else "read-write"
     return (f"**toolfs workspace** `{fs.jail.root or '/'}` on `{fs.store.name}` · context "
             f"`{ws.context_id}` · policy: {policy} · {flags}\n\n"
             + (table_markdown(rows) if rows else "_nothing observed yet_"))

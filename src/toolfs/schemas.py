@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from toolfs.errors import fs_error
+
 DEFAULT_LIMIT = 2000
 
 ToolName = Literal["read", "write", "edit"]
@@ -134,8 +136,6 @@ def tool_definitions(format: DefinitionFormat = "json_schema") -> list[dict[str,
             out.append({"name": name, "title": ANNOTATIONS[name]["title"], "description": desc,
                         "inputSchema": schema, "annotations": copy.deepcopy(ANNOTATIONS[name])})
         else:
-            from toolfs.errors import fs_error
-
             raise fs_error("invalid_arguments",
                            f"unknown format {format!r}; use openai, anthropic, mcp or json_schema")
     return out

@@ -25,6 +25,8 @@ import secrets
 from typing import Any, ClassVar
 from urllib.parse import quote
 
+import aiohttp  # gcsfs's own HTTP client
+
 from toolfs.backends.base import (
     AsyncStore,
     Blob,
@@ -76,12 +78,11 @@ class GCSStore(AsyncStore):
                     timeout=self.fs.requests_timeout,
                 ) as r:
                     response = _Response(r.status, dict(r.headers), await r.read())
-            except (TimeoutError, OSError) as exc:
+            except (TimeoutError, OSError, aiohttp.ClientError) as exc:
                 if attempt >= RETRIES:
                     raise fs_error("backend_error", f"{path}: {exc}", path=path) from exc
-            except Exception as exc:  # aiohttp.ClientError and friends
-                if attempt >= RETRIES or "aiohttp" not in type(exc).__module__:
-                    raise fs_error("backend_error", f"{path}: {exc}", path=path) from exc
+            except Exception as exc:  # not transient: no retry, but still an FsError
+                raise fs_error("backend_error", f"{path}: {exc}", path=path) from exc
             else:
                 if response.status not in _TRANSIENT or attempt >= RETRIES:
                     return response, attempt > 0

@@ -22,6 +22,10 @@ import asyncio
 import hashlib
 from typing import Any, ClassVar
 
+import aiohttp  # aiobotocore's HTTP client, via s3fs
+from botocore.exceptions import ConnectionError as BotoConnectionError
+from botocore.exceptions import HTTPClientError
+
 from toolfs.backends.base import (
     AsyncStore,
     Blob,
@@ -54,19 +58,10 @@ def _retried(exc: BaseException) -> bool:
     return bool(response.get("ResponseMetadata", {}).get("RetryAttempts", 0))
 
 
-def _connection_errors() -> tuple[type[BaseException], ...]:
-    from botocore.exceptions import ConnectionError as BotoConnectionError
-    from botocore.exceptions import HTTPClientError
-
-    errors: tuple[type[BaseException], ...] = (
-        BotoConnectionError, HTTPClientError, asyncio.TimeoutError, ConnectionError)
-    try:
-        from aiohttp import ClientError
-
-        errors += (ClientError,)
-    except ImportError:  # pragma: no cover - aiobotocore always brings aiohttp
-        pass
-    return errors
+# Connection-level failures of one attempt (reset, timeout, broken body).
+_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    BotoConnectionError, HTTPClientError, asyncio.TimeoutError, ConnectionError,
+    aiohttp.ClientError)
 
 
 class S3Store(AsyncStore):
@@ -142,7 +137,7 @@ class S3Store(AsyncStore):
                 resp = await client.put_object(**kw)
                 return FileVersion(kind="etag", value=resp["ETag"],
                                    version_id=resp.get("VersionId"))
-            except _connection_errors() as exc:
+            except _CONNECTION_ERRORS as exc:
                 connection_failures += 1
                 retried = True
                 if connection_failures > CONNECTION_RETRIES:

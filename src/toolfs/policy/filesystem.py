@@ -50,7 +50,6 @@ class Commit:
     path: str
     created: bool
     version: FileVersion
-    previous: FileVersion | None
     size: int
 
 
@@ -342,7 +341,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         self.ledger.record(target.backend_path, version, size=len(data), content=data)
         self._emit("fs/written", operation, target, before=before, after=version)
         return Commit(path=target.display, created=created, version=version,
-                      previous=before, size=len(data))
+                      size=len(data))
 
     def _put(self, target: Target, data: bytes, put: PutMode, op: Operation) -> FileVersion:
         try:
