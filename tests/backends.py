@@ -15,19 +15,14 @@ import fsspec
 from fsspec.implementations.dirfs import DirFileSystem
 
 import toolfs
+from toolfs.backends import Capabilities, store_for
 
 
 class Backend:
     """A backend under test: a fresh root per test and a raw view of it."""
 
     name: ClassVar[str]
-    atomic: ClassVar[bool] = True
-    """Conditional puts are atomic (concurrency tests run)."""
-    cross_process: ClassVar[bool] = False
-    symlinks: ClassVar[bool] = False
     version_kind: ClassVar[str] = "sha256"
-    identical_rewrite_keeps_version: ClassVar[bool] = True
-    """A rewrite of identical bytes leaves the version unchanged (content digests)."""
 
     def __init__(self) -> None:
         self.fs: Any = None
@@ -38,6 +33,11 @@ class Backend:
 
     def teardown(self) -> None:
         pass
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the adapter declares; the suite checks the behaviour matches it."""
+        return store_for(self.fs, root=self.root or None).capabilities
 
     use_async: bool = False
     """Drive the tools through ``AsyncWorkspace`` (set by the ``backend`` fixture)."""
@@ -115,8 +115,6 @@ class MemoryBackend(Backend):
 
 class LocalBackend(Backend):
     name = "local"
-    cross_process = True
-    symlinks = True
 
     def __init__(self, tmp: str) -> None:
         super().__init__()
@@ -136,7 +134,6 @@ class GenericBackend(Backend):
     """An fsspec filesystem with no adapter (DirFileSystem over memory): the fallback."""
 
     name = "generic"
-    atomic = False
 
     def setup(self) -> None:
         base = f"/toolfs-generic-{uuid.uuid4().hex[:10]}"
@@ -190,7 +187,6 @@ class S3Backend(_CloudBackend):
     """moto server over HTTP, through s3fs. ETags are MD5s: identical bytes, same version."""
 
     name = "s3"
-    cross_process = True
     version_kind = "etag"
 
     def _filesystem(self) -> Any:
@@ -201,9 +197,7 @@ class GCSBackend(_CloudBackend):
     """fake-gcs-server over HTTP, through gcsfs. Every upload makes a new generation."""
 
     name = "gcs"
-    cross_process = True
     version_kind = "generation"
-    identical_rewrite_keeps_version = False
 
     def _filesystem(self) -> Any:
         return self.emulator.gcsfs_filesystem()
