@@ -7,6 +7,8 @@ capability flags on the fixture classes in ``tests/backends.py``.
 
 from __future__ import annotations
 
+import pytest
+
 import toolfs
 from tests.backends import Backend
 
@@ -193,36 +195,25 @@ def test_edit_no_match_with_whitespace_hint_never_writes(backend: Backend) -> No
     assert "differs only in whitespace" not in out.text
 
 
-def test_edit_deletion_with_empty_new_string(backend: Backend) -> None:
-    backend.put("d.txt", b"keep\ndrop me\nkeep\n")
+# (file before, old_string, new_string, file after): every byte outside the span is kept.
+BYTE_EXACT_EDITS = {
+    "deletion": (b"keep\ndrop me\nkeep\n", "drop me\n", "", b"keep\nkeep\n"),
+    "crlf": (b"one\r\ntwo\r\nthree\r\n", "two\nthree", "2\n3\n3b",
+             b"one\r\n2\r\n3\r\n3b\r\n"),
+    "bom-no-final-newline": (b"\xef\xbb\xbfhead\ntail", "tail", "end",
+                             b"\xef\xbb\xbfhead\nend"),
+    "mixed-endings": (b"a\r\nb\nc\r\nd\n", "c\nd", "C\nD", b"a\r\nb\nC\r\nD\n"),
+}
+
+
+@pytest.mark.parametrize("case", BYTE_EXACT_EDITS)
+def test_edit_is_byte_exact(backend: Backend, case: str) -> None:
+    before, old, new, after = BYTE_EXACT_EDITS[case]
+    backend.put("f.txt", before)
     ws = backend.workspace()
-    ws.read("d.txt")
-    ok(ws, "edit", file_path="d.txt", old_string="drop me\n", new_string="")
-    assert backend.get("d.txt") == b"keep\nkeep\n"
-
-
-def test_edit_crlf_file_matched_with_lf_and_written_back_crlf(backend: Backend) -> None:
-    backend.put("c.txt", b"one\r\ntwo\r\nthree\r\n")
-    ws = backend.workspace()
-    ws.read("c.txt")
-    ok(ws, "edit", file_path="c.txt", old_string="two\nthree", new_string="2\n3\n3b")
-    assert backend.get("c.txt") == b"one\r\n2\r\n3\r\n3b\r\n"
-
-
-def test_edit_keeps_bom_and_missing_final_newline(backend: Backend) -> None:
-    backend.put("b.txt", b"\xef\xbb\xbfhead\ntail")
-    ws = backend.workspace()
-    ws.read("b.txt")
-    ok(ws, "edit", file_path="b.txt", old_string="tail", new_string="end")
-    assert backend.get("b.txt") == b"\xef\xbb\xbfhead\nend"
-
-
-def test_edit_mixed_line_endings_touch_only_the_span(backend: Backend) -> None:
-    backend.put("mix.txt", b"a\r\nb\nc\r\nd\n")
-    ws = backend.workspace()
-    ws.read("mix.txt")
-    ok(ws, "edit", file_path="mix.txt", old_string="c\nd", new_string="C\nD")
-    assert backend.get("mix.txt") == b"a\r\nb\nC\r\nD\n"
+    ws.read("f.txt")
+    ok(ws, "edit", file_path="f.txt", old_string=old, new_string=new)
+    assert backend.get("f.txt") == after
 
 
 def test_edit_unicode_cjk_emoji_combining(backend: Backend) -> None:
