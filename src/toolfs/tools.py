@@ -88,32 +88,35 @@ def _line(raw: bytes, path: str) -> str:
 
 
 def write(fs: PolicyFileSystem, args: WriteArgs) -> WriteResult:
-    """Create or replace a file with ``content``."""
-    _check_text(args.content, args.file_path)
-    commit = fs.pipe_file(args.file_path, args.content.encode("utf-8"), operation="write")
+    """Create or replace a file with ``content``, on the condition observed as it starts."""
+    pending = fs.prepare_write(args.file_path, operation="write")
+    _check_text(args.content, pending.path)
+    commit = pending.commit(args.content.encode("utf-8"))
     return WriteResult(
         path=commit.path, action="created" if commit.created else "updated",
         version=commit.version, size=commit.size)
 
 
 def edit(fs: PolicyFileSystem, args: EditArgs) -> EditResult:
-    """Replace ``old_string`` by ``new_string`` in the file as this context observed it."""
+    """Replace ``old_string`` by ``new_string`` in the file as this context observed it.
+
+    The result is committed through the handle it was computed from, so it lands only on
+    the version those bytes have; a parallel change (even by this context) makes it stale.
+    """
     with fs.open(args.file_path, "rb", intent="edit") as f:
         doc = decode(f.read(), f.path)
-        path, version = f.path, f.version
         try:
             outcome = apply_edit(doc.text, args.old_string, args.new_string,
-                                 replace_all=args.replace_all, path=path)
+                                 replace_all=args.replace_all, path=f.path)
         except FsError:
             # The model matched against what it read; if that is outdated, "read it
             # again" is the useful answer, not "no match".
             if f.cached:
                 f.verify()
             raise
-    # The rest of the file was valid text when read; only new_string is new.
-    _check_text(args.new_string, path)
-    data = doc.encode(outcome.text)
-    commit = fs.pipe_file(args.file_path, data, operation="edit", expected=version)
+        # The rest of the file was valid text when read; only new_string is new.
+        _check_text(args.new_string, f.path)
+        commit = f.commit(doc.encode(outcome.text), operation="edit")
     start, snippet = lines_around(outcome.text, *outcome.first_span, SNIPPET_CONTEXT)
     return EditResult.model_construct(
         path=commit.path, replacements=outcome.count, replace_all=args.replace_all,

@@ -86,6 +86,9 @@ class Store(ABC):
 
     capabilities: ClassVar[Capabilities]
     name: ClassVar[str]
+    folds_case: bool = False
+    """Names differing only in case reach the same file (set per instance where the
+    filesystem says so, e.g. a case-insensitive local volume); deny rules then fold case."""
 
     def __init__(self, fs: Any, *, root: str | None = None,
                  size_cap: int = 10 * 1024 * 1024) -> None:
@@ -94,6 +97,23 @@ class Store(ABC):
         """The confinement root; adapters that walk paths (local) start from it."""
         self.size_cap = size_cap
         """The whole-file cap the policy enforces; adapters may tune reads to it."""
+
+    def check_root(self) -> None:
+        """Raise ``not_found`` (naming it) if the root cannot hold files: a missing bucket
+        or directory. Called once by servers at start, not on every call."""
+
+    def ancestors(self, path: str) -> list[str]:
+        """The directories above ``path`` that lie strictly inside the root, outermost
+        first (``root/a``, ``root/a/b`` for ``root/a/b/c.txt``)."""
+        root = (self.root or "").rstrip("/")
+        rel = path[len(root) + 1:] if root and path.startswith(root + "/") else path
+        parts = rel.split("/")[:-1]
+        base = root
+        out: list[str] = []
+        for part in parts:
+            base = f"{base}/{part}" if base else part
+            out.append(base)
+        return out
 
     @abstractmethod
     def get(

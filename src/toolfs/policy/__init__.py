@@ -1,12 +1,12 @@
 """The policy: a wrapper filesystem, its ledger, its rules and its events."""
 
 from toolfs.policy.events import AuditLog, FsEvent, Subscriber, Veto
-from toolfs.policy.filesystem import Commit, ObservedFile, PolicyFileSystem
+from toolfs.policy.filesystem import Commit, ObservedFile, PendingWrite, PolicyFileSystem
 from toolfs.policy.ledger import Ledger, LedgerSnapshot, Observation
 from toolfs.policy.paths import Jail, Target
 from toolfs.policy.rules import Policy
 
 __all__ = [
     "AuditLog", "Commit", "FsEvent", "Jail", "Ledger", "LedgerSnapshot", "Observation",
-    "ObservedFile", "Policy", "PolicyFileSystem", "Subscriber", "Target", "Veto",
+    "ObservedFile", "PendingWrite", "Policy", "PolicyFileSystem", "Subscriber", "Target", "Veto",
 ]

@@ -2,9 +2,10 @@
 
 It wraps any fsspec filesystem, confines every path to a root, records what this
 execution context observed, and commits every change through the backend's
-conditional store with the observed version as the condition.
+conditional store.
 
-Contract with the tool layer (and anyone else holding the wrapper):
+**The condition travels with the bytes.** A change is committed through the handle it
+was derived from, never re-derived from a path and the ledger at commit time:
 
 * ``open(path, "rb")`` returns an :class:`ObservedFile`. Its ``version`` is the version of
   exactly the bytes it yields, and opening it records that version as observed. Files up
@@ -12,17 +13,29 @@ Contract with the tool layer (and anyone else holding the wrapper):
   stream in blocks pinned to that version, so a concurrent change gives ``stale``, never
   a torn view. ``open(path, "rb", intent="edit")`` yields the bytes *at the observed
   version* (from the ledger's cache when it holds them) and records nothing new.
-* ``pipe_file(path, data)`` commits ``data`` under the policy and returns a
-  :class:`Commit` (``created``, ``version``); ``open(path, "wb")``, ``write_text``,
-  ``pipe``, ``put_file``, ``cp_file``, ``mv`` and ``touch`` all end up there.
+* :meth:`ObservedFile.commit` stores bytes derived from that file on exactly its
+  ``version`` (whatever the policy): two parallel edits of one context computed from the
+  same version cannot both land; the second is ``stale``.
+* :meth:`PolicyFileSystem.prepare_write` takes a write's condition from what this context
+  observed *when the write starts* and returns a :class:`PendingWrite`; its ``commit``
+  stores on that condition. ``pipe_file``, ``open(path, "wb")``, ``write_text``, ``pipe``,
+  ``put_file``, ``cp_file``, ``mv`` and ``touch`` all end up there.
 * ``rm_file`` deletes under the same rules as an update. Every other mutating method
   raises ``denied``; read-only methods are forwarded with paths confined.
+
+Events (:mod:`toolfs.policy.events`): ``fs/read`` and ``fs/write-intent`` are emitted
+*before* anything is recorded or stored, and a subscriber that raises (``Veto`` or any
+other error) refuses the operation with ``denied``; ``fs/written`` and ``fs/denied`` are
+notifications after the fact, and a subscriber that raises there is logged and ignored,
+so the tool's answer always matches what happened on storage.
 """
 
 from __future__ import annotations
 
 import difflib
 import io
+import logging
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,18 +47,25 @@ from fsspec.spec import AbstractFileSystem
 from toolfs.backends import Create, Overwrite, PutMode, Store, Update, store_for
 from toolfs.backends.base import Blob
 from toolfs.errors import FsError, fs_error
-from toolfs.policy.events import FsEvent, Operation, Subscriber, Veto
+from toolfs.escaping import escape_undecodable
+from toolfs.policy.events import EventType, FsEvent, Operation, Subscriber, Veto
 from toolfs.policy.ledger import Ledger
 from toolfs.policy.paths import Jail, Target
 from toolfs.policy.rules import Policy, deny_matcher
 from toolfs.versions import FileVersion
 
 MiB = 1024 * 1024
+# "Did you mean" compares names only in directories up to this size; past it, only a
+# case-insensitive exact match is offered (difflib is quadratic-ish per name).
+SIBLINGS_FUZZY_LIMIT = 2_000
+SIBLINGS_SCAN_LIMIT = 100_000
+_COMMIT_STRIPES = 64
+_log = logging.getLogger("toolfs.events")
 
 
 @dataclass(frozen=True)
 class Commit:
-    """What :meth:`PolicyFileSystem.pipe_file` stored."""
+    """What a commit stored."""
 
     path: str
     created: bool
@@ -60,10 +80,13 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         fs: the filesystem to wrap.
         root: the jail, in ``fs``'s own path form (``/srv/repo``, ``bucket/prefix``).
         context_id: names this context in events and snapshots (default: random).
-        policy: the observation rules; ``None`` turns them off (unconditional writes),
-            leaving confinement, ``read_only``, ``deny`` and caps in force.
+        policy: the observation rules; ``None`` turns them off (writes are unconditional;
+            an edit is still conditional on the version it read), leaving confinement,
+            ``read_only``, ``deny`` and caps in force.
         read_only: refuse every change with ``denied``.
-        deny: gitignore-style globs (``.git/**``, ``.env``) refused with ``denied``.
+        deny: gitignore-style globs (``.git/**``, ``.env``) refused with ``denied``; they
+            are matched on the path the model gave *and* on the file actually reached
+            through symlinks, case-folded where the filesystem folds case.
         size_cap: largest file that is read whole, edited or written (bytes).
         first_block: bytes asked for by the first request of a read; files up to this
             size cost one request.
@@ -103,12 +126,15 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         self.policy = policy
         self.read_only = read_only
         self.deny = tuple(deny)
-        self._denied = deny_matcher(self.deny)
+        self._denied = deny_matcher(self.deny, fold_case=self.store.folds_case)
         self.size_cap = size_cap
         self.first_block = max(1, min(first_block, size_cap))
         self.block_size = block_size
         self.ledger = Ledger(self.context_id, cache_bytes=cache_bytes)
         self.subscribers: list[Subscriber] = list(subscribers or [])
+        # A commit and the ledger update after it happen under one lock per file (striped),
+        # so this context's ledger never goes back to a version it has already replaced.
+        self._commit_locks = [threading.Lock() for _ in range(_COMMIT_STRIPES)]
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -123,51 +149,97 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         self.subscribers.append(subscriber)
         return subscriber
 
-    def _emit(self, type_: Any, op: Operation, target: Target, *,
-              before: FileVersion | None = None, after: FileVersion | None = None,
-              reason: str | None = None) -> None:
+    def _event(self, type_: EventType, op: Operation, target: Target, *,
+               before: FileVersion | None, after: FileVersion | None,
+               reason: str | None) -> FsEvent:
+        return FsEvent(
+            type=type_, context_id=self.context_id, operation=op,
+            path=escape_undecodable(target.reached), version_before=before,
+            version_after=after,
+            reason=escape_undecodable(reason) if reason is not None else None)
+
+    def _before(self, type_: EventType, op: Operation, target: Target, *,
+                before: FileVersion | None = None, after: FileVersion | None = None) -> None:
+        """Emit a before-event; any subscriber error refuses the operation (``denied``)."""
         if not self.subscribers:
             return
-        event = FsEvent(
-            type=type_, context_id=self.context_id, operation=op, path=target.display,
-            version_before=before, version_after=after, reason=reason)
+        event = self._event(type_, op, target, before=before, after=after, reason=None)
         for sub in list(self.subscribers):
-            sub(event)
+            try:
+                sub(event)
+            except Veto as veto:
+                err = fs_error("denied", f"vetoed: {veto.reason}", path=target.display)
+                raise self._fail(err, target, op) from veto
+            except Exception as exc:
+                # A hook that cannot answer (an approval service down) must not be read
+                # as consent.
+                err = fs_error("denied", f"an {type_} subscriber failed: "
+                               f"{type(exc).__name__}", path=target.display)
+                raise self._fail(err, target, op) from exc
+
+    def _notify(self, type_: EventType, op: Operation, target: Target, *,
+                before: FileVersion | None = None, after: FileVersion | None = None,
+                reason: str | None = None) -> None:
+        """Emit an after-the-fact event; subscriber errors are logged, never raised."""
+        if not self.subscribers:
+            return
+        event = self._event(type_, op, target, before=before, after=after, reason=reason)
+        for sub in list(self.subscribers):
+            try:
+                sub(event)
+            except Exception:  # the operation is done; its answer must say so
+                _log.exception("toolfs: an %s subscriber failed (ignored)", type_)
 
     def resolve(self, path: str) -> Target:
         """Confine a path (raises ``outside_root``)."""
         return self.jail.resolve(path)
 
-    def _writable(self, path: str, op: Operation) -> Target:
+    def _file(self, path: str) -> Target:
+        """Confine a path that must name a file: the root itself never is one."""
         target = self.resolve(path)
-        why = None
-        if self.read_only:
-            why = "this workspace is read-only"
-        elif self._denied(target.display):
-            why = f"{target.display} matches a deny rule"
-        if why is not None:
-            err = fs_error("denied", why, path=target.display)
-            self._emit("fs/denied", op, target, reason=f"denied: {why}")
-            raise err
+        if target.is_root:
+            raise fs_error("not_a_file", "the workspace root is a directory, not a file",
+                           path=".")
         return target
 
-    def _readable(self, path: str) -> Target:
-        target = self.resolve(path)
-        if self._denied(target.display):
-            why = f"{target.display} matches a deny rule"
-            self._emit("fs/denied", "read", target, reason=f"denied: {why}")
-            raise fs_error("denied", why, path=target.display)
+    def _deny_reason(self, target: Target) -> str | None:
+        for name in dict.fromkeys((target.display, target.reached)):
+            if self._denied(name):
+                return f"{escape_undecodable(name)} matches a deny rule"
+        return None
+
+    def _check_writable(self, target: Target, op: Operation) -> None:
+        why = "this workspace is read-only" if self.read_only else self._deny_reason(target)
+        if why is not None:
+            err = fs_error("denied", why, path=target.display)
+            raise self._fail(err, target, op)
+
+    def _writable(self, path: str, op: Operation) -> Target:
+        target = self._file(path)
+        self._check_writable(target, op)
+        return target
+
+    def _readable(self, path: str, *, file: bool = True) -> Target:
+        target = self._file(path) if file else self.resolve(path)
+        why = self._deny_reason(target)
+        if why is not None:
+            raise self._fail(fs_error("denied", why, path=target.display), target, "read")
         return target
 
     def _fail(self, err: FsError, target: Target, op: Operation) -> FsError:
-        """Attach the display path and emit ``fs/denied`` for a refused change."""
+        """Attach the display path and emit ``fs/denied`` for a refused operation."""
         err.path = target.display
         err.message = err.message.replace(target.backend_path, target.display)
         if err.code in ("stale", "not_observed", "denied"):
-            self._emit("fs/denied", op, target, reason=f"{err.code}: {err.message}")
+            self._notify("fs/denied", op, target, reason=f"{err.code}: {err.message}")
         return err
 
     def _not_found(self, target: Target, cause: FsError) -> FsError:
+        if cause.details.get("bucket"):  # a missing bucket, not a missing file
+            err = fs_error("not_found", cause.message, path=target.display,
+                           details=cause.details)
+            err.__cause__ = cause
+            return err
         err = fs_error("not_found", f"{target.display} does not exist", path=target.display)
         if self.store.capabilities.cheap_listing:
             near = self._siblings(target)
@@ -178,14 +250,27 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         return err
 
     def _siblings(self, target: Target) -> list[str]:
+        """Up to three names near the missing one, in its directory; bounded work."""
         parent = self.fs._parent(target.backend_path)
         try:
-            names = [n.rsplit("/", 1)[-1] for n in self.fs.ls(parent, detail=False)]
+            names: list[str] = []
+            for n in self.fs.ls(parent, detail=False):
+                names.append(n.rsplit("/", 1)[-1])
+                if len(names) >= SIBLINGS_SCAN_LIMIT:
+                    break
         except Exception:  # a hint only; never let it mask the real error
             return []
         base = target.display.rsplit("/", 1)[-1]
         prefix = target.display[: len(target.display) - len(base)]
-        return [prefix + n for n in difflib.get_close_matches(base, names, n=3, cutoff=0.6)]
+        folded = base.casefold()
+        exact = [n for n in names if n.casefold() == folded and n != base]
+        near = exact[:3]
+        if len(near) < 3 and len(names) <= SIBLINGS_FUZZY_LIMIT:
+            by_fold = {n.casefold(): n for n in names}
+            for m in difflib.get_close_matches(folded, list(by_fold), n=3, cutoff=0.6):
+                if by_fold[m] not in near and by_fold[m] != base:
+                    near.append(by_fold[m])
+        return [escape_undecodable(prefix + n) for n in near[:3]]
 
     # -- reading ------------------------------------------------------------------
 
@@ -205,7 +290,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         try:
             head = self._get(target, length=self.first_block)
         except FsError as err:
-            if err.code == "not_found":
+            if err.code == "not_found" and not err.details.get("bucket"):
                 self.ledger.record(target.backend_path, None)
             raise
         data = head.data
@@ -213,16 +298,18 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             rest = self._get(target, start=len(data), if_version=head.version)
             data += rest.data
         complete = len(data) == head.size
+        # Before recording: a subscriber may still refuse this read.
+        self._before("fs/read", "read", target, after=head.version)
         self.ledger.record(target.backend_path, head.version, size=head.size,
                            content=data if complete else None)
-        self._emit("fs/read", "read", target, after=head.version)
         return ObservedFile(self, target, head.version, head.size, data)
 
     def open_for_edit(self, path: str) -> ObservedFile:
         """The bytes at the version this context observed (``not_observed``/``stale``).
 
-        Without a policy, the current bytes. Records nothing: an edit must stand on an
-        earlier observation.
+        Without a policy (or without an observation where none is required), the
+        current bytes. Records nothing: an edit stands on an earlier observation, and
+        :meth:`ObservedFile.commit` stores on exactly the version these bytes have.
         """
         target = self._writable(path, "edit")
         obs = self.ledger.get(target.backend_path)
@@ -250,13 +337,21 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         self._check_cap(target, blob.size)
         return ObservedFile(self, target, blob.version, blob.size, blob.data)
 
-    def _check_cap(self, target: Target, size: int) -> None:
-        if size > self.size_cap:
+    def _check_cap(self, target: Target, size: int, operation: Operation = "edit") -> None:
+        if size <= self.size_cap:
+            return
+        if operation == "write":
             raise fs_error(
                 "too_large",
-                f"{target.display} is {size} bytes, over the {self.size_cap}-byte cap for "
-                "whole-file edits and writes", path=target.display,
-                details={"size": size, "cap": self.size_cap})
+                f"the content for {target.display} is {size} bytes, over the "
+                f"{self.size_cap}-byte cap for writes; write less than that",
+                path=target.display,
+                details={"size": size, "cap": self.size_cap, "operation": "write"})
+        raise fs_error(
+            "too_large",
+            f"{target.display} is {size} bytes, over the {self.size_cap}-byte cap for "
+            "whole-file edits and writes", path=target.display,
+            details={"size": size, "cap": self.size_cap})
 
     def _open(self, path: str, mode: str = "rb", block_size: Any = None,
               autocommit: bool = True, cache_options: Any = None, **kwargs: Any) -> Any:
@@ -265,8 +360,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
                 return self.open_for_edit(path)
             return self.open_observed(path)
         if mode in ("wb", "xb"):
-            self._writable(path, "write")
-            return _CommitOnClose(self, path, exclusive=mode == "xb")
+            return _CommitOnClose(self.prepare_write(path, create_only=mode == "xb"))
         raise fs_error("unsupported", f"mode {mode!r} is not supported; use rb, wb or xb",
                        path=path)
 
@@ -298,9 +392,10 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
 
     # -- writing ------------------------------------------------------------------
 
-    def _condition(self, target: Target, expected: FileVersion | None) -> PutMode:
+    def _condition(self, target: Target) -> PutMode:
+        """A write's condition, from what this context observed now."""
         if self.policy is None:
-            return Update(expected) if expected is not None else Overwrite()
+            return Overwrite()
         obs = self.ledger.get(target.backend_path)
         if obs is not None and obs.version is not None:
             return Update(obs.version)
@@ -308,40 +403,46 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             return Overwrite()
         return Create()
 
+    def prepare_write(self, path: str, *, operation: Operation = "write",
+                      create_only: bool = False) -> PendingWrite:
+        """Start a write: confine and check ``path`` and fix the condition now, from
+        what this context has observed; :meth:`PendingWrite.commit` stores on it."""
+        target = self._writable(path, operation)
+        put: PutMode = Create() if create_only else self._condition(target)
+        return PendingWrite(self, target, put, operation)
+
     def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", *,
-                  operation: Operation = "write", expected: FileVersion | None = None,
-                  **kwargs: Any) -> Commit:
+                  operation: Operation = "write", **kwargs: Any) -> Commit:
         """Commit ``value`` under the policy (see the module docstring).
 
-        ``mode="create"`` refuses to replace an existing file whatever was observed;
-        ``expected`` pins the update to a version when the policy is off.
+        ``mode="create"`` refuses to replace an existing file whatever was observed.
         """
-        target = self._writable(path, operation)
-        data = bytes(value)
-        self._check_cap(target, len(data))
-        put: PutMode = Create() if mode == "create" else self._condition(target, expected)
+        pending = self.prepare_write(path, operation=operation, create_only=mode == "create")
+        return pending.commit(bytes(value))
+
+    def _commit(self, target: Target, data: bytes, put: PutMode, op: Operation) -> Commit:
+        """Store ``data`` on condition ``put``; the one place every change goes through."""
+        self._check_writable(target, op)
+        self._check_cap(target, len(data), "write" if op == "write" else "edit")
         before = put.expected if isinstance(put, Update) else None
-        try:
-            self._emit("fs/write-intent", operation, target, before=before)
-        except Veto as veto:
-            err = fs_error("denied", f"vetoed: {veto.reason}", path=target.display)
-            raise self._fail(err, target, operation) from veto
-        if isinstance(put, Overwrite):
-            # Unconditional: try a create first, so the result can say which it was.
-            put, created = Create(), True
-            try:
-                version = self.store.put(target.backend_path, data, put)
-            except FsError as err:
-                if err.code != "stale":
-                    raise self._fail(err, target, operation) from err.__cause__
-                version, created = self._put(target, data, Overwrite(), operation), False
-        else:
-            version = self._put(target, data, put, operation)
-            created = isinstance(put, Create)
-        self.ledger.record(target.backend_path, version, size=len(data), content=data)
-        self._emit("fs/written", operation, target, before=before, after=version)
-        return Commit(path=target.display, created=created, version=version,
-                      size=len(data))
+        self._before("fs/write-intent", op, target, before=before)
+        lock = self._commit_locks[hash(target.backend_path) % _COMMIT_STRIPES]
+        with lock:
+            if isinstance(put, Overwrite):
+                # Unconditional: try a create first, so the result can say which it was.
+                created = True
+                try:
+                    version = self.store.put(target.backend_path, data, Create())
+                except FsError as err:
+                    if err.code != "stale":
+                        raise self._fail(err, target, op) from err.__cause__
+                    version, created = self._put(target, data, Overwrite(), op), False
+            else:
+                version = self._put(target, data, put, op)
+                created = isinstance(put, Create)
+            self.ledger.record(target.backend_path, version, size=len(data), content=data)
+        self._notify("fs/written", op, target, before=before, after=version)
+        return Commit(path=target.display, created=created, version=version, size=len(data))
 
     def _put(self, target: Target, data: bytes, put: PutMode, op: Operation) -> FileVersion:
         try:
@@ -378,12 +479,14 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
 
     def put_file(self, lpath: str, rpath: str, callback: Any = None, **kwargs: Any) -> None:
         """Upload a local file through the policy."""
+        pending = self.prepare_write(rpath)
         with open(lpath, "rb") as f:
-            self.pipe_file(rpath, f.read())
+            pending.commit(f.read())
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         """Copy: an observed read of ``path1`` and a guarded write of ``path2``."""
-        self.pipe_file(path2, self.cat_file(path1))
+        pending = self.prepare_write(path2)
+        pending.commit(self.cat_file(path1))
 
     def mv(self, path1: str, path2: str, recursive: bool = False, maxdepth: Any = None,
            **kwargs: Any) -> None:
@@ -406,21 +509,17 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             raise self._fail(err, target, "delete")
         else:
             mode = Update(obs.version)
-        try:
-            self._emit("fs/write-intent", "delete", target,
-                       before=mode.expected if isinstance(mode, Update) else None)
-        except Veto as veto:
-            err = fs_error("denied", f"vetoed: {veto.reason}", path=target.display)
-            raise self._fail(err, target, "delete") from veto
-        try:
-            self.store.delete(target.backend_path, mode)
-        except FsError as err:
-            if err.code == "stale":
-                err = self._explain_stale(target, mode, err)
-            raise self._fail(err, target, "delete") from err.__cause__
-        self.ledger.record(target.backend_path, None)
-        self._emit("fs/written", "delete", target,
-                   before=mode.expected if isinstance(mode, Update) else None)
+        before = mode.expected if isinstance(mode, Update) else None
+        self._before("fs/write-intent", "delete", target, before=before)
+        with self._commit_locks[hash(target.backend_path) % _COMMIT_STRIPES]:
+            try:
+                self.store.delete(target.backend_path, mode)
+            except FsError as err:
+                if err.code == "stale":
+                    err = self._explain_stale(target, mode, err)
+                raise self._fail(err, target, "delete") from err.__cause__
+            self.ledger.record(target.backend_path, None)
+        self._notify("fs/written", "delete", target, before=before)
 
     def rm(self, path: Any, recursive: bool = False, maxdepth: Any = None) -> None:
         """Delete files one by one through :meth:`rm_file` (never recursively)."""
@@ -437,7 +536,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         self.pipe_file(path, b"")
 
     def makedirs(self, path: str, exist_ok: bool = False) -> None:
-        target = self._writable(path, "mkdir")
+        target = self.resolve(path)
+        self._check_writable(target, "mkdir")
         if self.fs.isfile(target.backend_path):
             raise fs_error("denied", f"{target.display} is a file", path=target.display)
         self.fs.makedirs(target.backend_path, exist_ok=exist_ok)
@@ -472,7 +572,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         return {**info, "name": self.jail.display_of(self.fs._strip_protocol(info["name"]))}
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
-        target = self._readable(path)
+        target = self._readable(path, file=False)
         try:
             return self._entry(self.fs.info(target.backend_path, **kwargs))
         except FileNotFoundError as exc:
@@ -564,6 +664,12 @@ class ObservedFile(io.RawIOBase):
             raise fs_error("stale", f"{self.path} was deleted since you read it",
                            path=self.path) from err
 
+    def commit(self, data: bytes, *, operation: Operation = "edit") -> Commit:
+        """Store ``data`` -- bytes derived from this file -- only if the file is still at
+        ``version`` (else ``stale``), whatever the policy. This is how an edit lands: the
+        condition is the version its bytes were computed from, not a later ledger entry."""
+        return self._owner._commit(self._target, bytes(data), Update(self.version), operation)
+
     @property
     def block_size(self) -> int:
         """Bytes fetched per request when streaming."""
@@ -632,20 +738,40 @@ class ObservedFile(io.RawIOBase):
         return b"".join(parts)
 
 
-class _CommitOnClose(io.BytesIO):
-    """``open(..., "wb")``: buffers, then commits through the policy on close."""
+class PendingWrite:
+    """A write whose condition was fixed when it started (see
+    :meth:`PolicyFileSystem.prepare_write`); :meth:`commit` stores on that condition."""
 
-    def __init__(self, owner: PolicyFileSystem, path: str, *, exclusive: bool) -> None:
+    def __init__(self, owner: PolicyFileSystem, target: Target, mode: PutMode,
+                 operation: Operation) -> None:
+        self._owner, self._target, self.operation = owner, target, operation
+        self.mode = mode
+        """The condition: ``Create``, ``Update(version observed)`` or ``Overwrite``."""
+
+    @property
+    def path(self) -> str:
+        """The display path."""
+        return self._target.display
+
+    def commit(self, data: bytes) -> Commit:
+        """Store ``data`` if the condition still holds (else ``stale``/``not_observed``)."""
+        return self._owner._commit(self._target, bytes(data), self.mode, self.operation)
+
+
+class _CommitOnClose(io.BytesIO):
+    """``open(..., "wb")``: buffers, then commits on close, on the condition that held
+    when the file was opened."""
+
+    def __init__(self, pending: PendingWrite) -> None:
         super().__init__()
-        self._owner, self._path, self._exclusive = owner, path, exclusive
+        self._pending = pending
         self.commit: Commit | None = None
 
     def close(self) -> None:
         if not self.closed:
             data = self.getvalue()
             super().close()
-            self.commit = self._owner.pipe_file(
-                self._path, data, mode="create" if self._exclusive else "overwrite")
+            self.commit = self._pending.commit(data)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from toolfs.errors import fs_error
+from toolfs.escaping import escape_undecodable, has_lone_surrogate
 
 _PCT = re.compile(r"%(2e|2f|5c|00)", re.IGNORECASE)
 # Slash look-alikes that NFKC leaves alone; some tools and terminals still treat or
@@ -39,6 +40,20 @@ class Target:
 
     backend_path: str
     display: str
+    """The path as the model named it, relative to the root (``.`` for the root)."""
+    resolved: str = ""
+    """The root-relative path of the file actually reached (symlinks followed); deny
+    rules and events use this. Empty means the same as ``display``."""
+
+    @property
+    def reached(self) -> str:
+        """The root-relative path of the file reached (``resolved`` or ``display``)."""
+        return self.resolved or self.display
+
+    @property
+    def is_root(self) -> bool:
+        """Whether this names the root itself, which is never a file."""
+        return self.display == "."
 
 
 class Jail:
@@ -70,6 +85,13 @@ class Jail:
         if not isinstance(path, str) or not path:
             raise fs_error("invalid_arguments", "file_path must be a non-empty string")
         shown = path if len(path) <= 200 else path[:200] + "..."
+        if has_lone_surrogate(path):
+            # Not storable as UTF-8 on any backend, and an escaped name shown back to the
+            # model must never round-trip into a different file.
+            shown = escape_undecodable(shown)
+            raise fs_error("invalid_arguments",
+                           f"file_path {shown!r} is not valid Unicode (a lone surrogate)",
+                           path=shown)
         if "\x00" in path:
             raise fs_error("outside_root", "file_path contains a NUL byte",
                            path=shown.replace("\x00", "\\0"))
@@ -79,6 +101,9 @@ class Jail:
         backend = self.join(rel)
         if self.resolve_symlinks:
             backend = self._resolve_links(backend, shown)
+            reached = self.display_of(backend)
+            return Target(backend_path=backend, display=rel or ".",
+                          resolved=reached if reached != (rel or ".") else "")
         return Target(backend_path=backend, display=rel or ".")
 
     def _relative(self, path: str, shown: str) -> str:
@@ -108,13 +133,13 @@ class Jail:
             path = self._strip_root(path, outside)
         if not path:
             return ""
+        # Escapes first: "../" is outside the root before it is a directory name.
+        if any(s == ".." for s in path.split("/")):
+            raise outside("'..' segments are not allowed")
         if path.endswith("/"):
             raise fs_error("not_a_file", f"{shown!r} names a directory", path=shown)
-        segments = path.split("/")
-        if any(s == "" for s in segments):
+        if any(s == "" for s in path.split("/")):
             raise outside("empty path segments ('//') are not allowed")
-        if any(s == ".." for s in segments):
-            raise outside("'..' segments are not allowed")
         return path
 
     @property

@@ -50,12 +50,14 @@ def _glob_regex(pattern: str) -> str:
     return "".join(out)
 
 
-def deny_matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
-    """A predicate over display paths, with gitignore-like globs.
+def deny_matcher(patterns: tuple[str, ...], *,
+                 fold_case: bool = False) -> Callable[[str], bool]:
+    """A predicate over root-relative paths, with gitignore-like globs.
 
     ``*`` and ``?`` stay within a segment, ``**`` crosses segments; a pattern without a
     ``/`` (``.env``, ``*.pem``) matches that name at any depth, and a pattern naming a
-    directory (``.git/**``, ``secrets/``) covers everything below it.
+    directory (``.git/**``, ``secrets/``) covers everything below it. With ``fold_case``
+    (a filesystem where ``.ENV`` opens ``.env``) matching ignores case.
     """
     if not patterns:
         return lambda _path: False
@@ -70,5 +72,6 @@ def deny_matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
         body = _glob_regex(p.lstrip("/"))
         parts.append(body if anchored else f"(?:.*/)?{body}")
         parts.append((body if anchored else f"(?:.*/)?{body}") + "/.*")
-    regex = re.compile(f"^(?:{'|'.join(parts)})$", re.DOTALL)
+    flags = re.DOTALL | (re.IGNORECASE if fold_case else 0)
+    regex = re.compile(f"^(?:{'|'.join(parts)})$", flags)
     return lambda path: bool(regex.match(path))
