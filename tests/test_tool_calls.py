@@ -1,6 +1,7 @@
 """Pin what each tool call does: the filesystem calls it makes and the events it emits.
 
-The tool layer may only call ``open`` and ``pipe_file`` on the policy filesystem; the
+The tool layer may only call ``open`` and ``prepare_write`` on the policy filesystem and
+commit through the handles they return (the condition travels with the bytes); the
 policy filesystem may only reach the backend through its store's ``get``/``put``.
 """
 
@@ -20,7 +21,8 @@ class Recorder:
         self.events: list[str] = []
         ws.subscribe(lambda e: self.events.append(e.type))
         fs: PolicyFileSystem = ws.fs
-        for name in ("open", "pipe_file", "cat_file", "info", "exists", "ls", "rm_file"):
+        for name in ("open", "prepare_write", "pipe_file", "cat_file", "info", "exists", "ls",
+                     "rm_file"):
             self._wrap(fs, name, monkeypatch, "fs.")
         for name in ("get", "put", "delete"):
             self._wrap(fs.store, name, monkeypatch, "store.")
@@ -51,7 +53,7 @@ def test_calls_and_events_per_tool(monkeypatch: pytest.MonkeyPatch) -> None:
 
     ws.write("a.txt", "one\ntwo\n")
     assert rec.take() == (
-        ["fs.pipe_file('a.txt', bytes, operation='write')",
+        ["fs.prepare_write('a.txt', operation='write')",
          f"store.put('{root}/a.txt', bytes, Create)"],
         ["fs/write-intent", "fs/written"])
 
@@ -65,7 +67,6 @@ def test_calls_and_events_per_tool(monkeypatch: pytest.MonkeyPatch) -> None:
     calls, events = rec.take()
     assert calls == [
         "fs.open('a.txt', 'rb', intent='edit')",
-        "fs.pipe_file('a.txt', bytes, operation='edit', expected)",
         f"store.put('{root}/a.txt', bytes, Update)"]
     assert events == ["fs/write-intent", "fs/written"]
 
@@ -73,7 +74,7 @@ def test_calls_and_events_per_tool(monkeypatch: pytest.MonkeyPatch) -> None:
     ws.read("a.txt", offset=2, limit=1)
     rec.take()
     ws.edit("a.txt", "two", "2")
-    assert [c.split("(")[0] for c in rec.take()[0]] == ["fs.open", "fs.pipe_file", "store.put"]
+    assert [c.split("(")[0] for c in rec.take()[0]] == ["fs.open", "store.put"]
 
     # A refused edit makes no store call beyond the conditional put.
     other = ws.new_context()
@@ -82,5 +83,5 @@ def test_calls_and_events_per_tool(monkeypatch: pytest.MonkeyPatch) -> None:
     out = ws.execute("edit", {"file_path": "a.txt", "old_string": "1", "new_string": "uno"})
     assert out.error is not None and out.error.code == "stale"
     calls, events = rec.take()
-    assert [c.split("(")[0] for c in calls] == ["fs.open", "fs.pipe_file", "store.put"]
+    assert [c.split("(")[0] for c in calls] == ["fs.open", "store.put"]
     assert events == ["fs/write-intent", "fs/denied"]

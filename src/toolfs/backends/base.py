@@ -99,8 +99,12 @@ class Store(ABC):
         """The whole-file cap the policy enforces; adapters may tune reads to it."""
 
     def check_root(self) -> None:
-        """Raise ``not_found`` (naming it) if the root cannot hold files: a missing bucket
-        or directory. Called once by servers at start, not on every call."""
+        """Raise ``not_found`` (naming it) if the root cannot hold files (a missing bucket
+        or directory) or ``not_a_file`` if it is a file. Called once by servers at start,
+        not on every call; object-store adapters probe the bucket."""
+        root = self.root or ""
+        if root and self.fs.isfile(root):
+            raise fs_error("not_a_file", f"the workspace root {root} is a file", path=root)
 
     def ancestors(self, path: str) -> list[str]:
         """The directories above ``path`` that lie strictly inside the root, outermost

@@ -8,7 +8,11 @@
   here and sent on gcsfs's own HTTP session and credentials;
 * reads are media GETs with a ``Range``; follow-up blocks carry ``generation=N`` (that
   exact generation's bytes, 404 once it is gone) and ``ifGenerationMatch=N`` (412 once it
-  is not current), so a view is never torn.
+  is not current), so a view is never torn;
+* as on S3, a create first checks that the name is not a "directory" and that no parent
+  below the root is an object (one listing plus one metadata GET per parent, in
+  parallel), a 404 on a read is explained the same way, and a missing bucket is
+  ``not_found`` naming the bucket.
 
 Relies on gcsfs internals present from 2024.x through 2026.x: ``GCSFileSystem._location``,
 ``_set_session()``, ``session``, ``_get_params()``, ``_get_headers()``, ``split_path()`` and
@@ -63,6 +67,40 @@ class GCSStore(AsyncStore):
             raise fs_error("not_a_file", f"{path} is a bucket", path=path)
         return bucket, key
 
+    def check_root(self) -> None:
+        self._sync(self._check_bucket(self.root or ""))
+
+    async def _check_bucket(self, path: str) -> None:
+        bucket = self.fs.split_path(path)[0]
+        url = f"{self.fs._location}/storage/v1/b/{quote(bucket, safe='')}"
+        r, _ = await self._request("GET", url, path)
+        if r.status == 404:
+            raise _no_bucket(bucket, path)
+        if r.status != 200:
+            raise _backend_error(path, r)
+
+    async def _conflict(self, bucket: str, key: str, path: str) -> FsError | None:
+        """``not_a_file`` if ``key`` is a "directory" or a parent below the root is an
+        object; ``None`` if the name is free to be a file."""
+        parents = [k for k in (self.fs.split_path(a)[1] for a in self.ancestors(path)) if k]
+        url = f"{self.fs._location}/storage/v1/b/{quote(bucket, safe='')}/o"
+        listing, *found = await asyncio.gather(
+            self._request("GET", url, path, params={"prefix": key + "/", "maxResults": 1,
+                                                    "fields": "items/name"}),
+            *(self._metadata(bucket, k, path) for k in parents))
+        r, _ = listing
+        if r.status == 404:
+            raise _no_bucket(bucket, path)
+        if r.status != 200:
+            raise _backend_error(path, r)
+        for k, meta in zip(parents, found, strict=True):
+            if meta is not None:
+                return fs_error("not_a_file", f"{bucket}/{k} is a file, not a directory, "
+                                f"in {path}", path=path, details={"file": f"{bucket}/{k}"})
+        if json.loads(r.body or b"{}").get("items"):
+            return fs_error("not_a_file", f"{path} is a directory", path=path)
+        return None
+
     async def _request(self, method: str, url: str, path: str, *,
                        params: dict[str, Any] | None = None,
                        headers: dict[str, str] | None = None,
@@ -116,7 +154,8 @@ class GCSStore(AsyncStore):
         if r.status == 404:
             if if_version is not None:
                 raise fs_error("stale", f"{path} changed or was deleted", path=path)
-            raise fs_error("not_found", f"{path} does not exist", path=path)
+            conflict = await self._conflict(bucket, key, path)  # or a missing bucket
+            raise conflict or fs_error("not_found", f"{path} does not exist", path=path)
         if r.status == 412:
             raise fs_error("stale", f"{path} changed", path=path)
         if r.status not in (200, 206):
@@ -136,6 +175,10 @@ class GCSStore(AsyncStore):
             params["ifGenerationMatch"] = 0
         elif isinstance(mode, Update):
             params["ifGenerationMatch"] = mode.expected.value
+        if not isinstance(mode, Update):  # an existing file needs no directory check
+            conflict = await self._conflict(bucket, key, path)
+            if conflict is not None:
+                raise conflict
         boundary = f"toolfs-{secrets.token_hex(16)}"
         meta = json.dumps({"name": key}).encode()
         body = b"".join([
@@ -156,6 +199,8 @@ class GCSStore(AsyncStore):
                     return own
             what = "was created by someone else" if isinstance(mode, Create) else "changed"
             raise fs_error("stale", f"{path} {what}", path=path)
+        if r.status == 404:
+            raise _no_bucket(bucket, path)
         if r.status != 200:
             raise _backend_error(path, r)
         return FileVersion(kind="generation", value=str(json.loads(r.body)["generation"]))
@@ -199,6 +244,11 @@ class GCSStore(AsyncStore):
             raise fs_error("stale", f"{path} changed", path=path)
         if r.status not in (200, 204):
             raise _backend_error(path, r)
+
+
+def _no_bucket(bucket: str, path: str) -> FsError:
+    return fs_error("not_found", f"the bucket {bucket} does not exist", path=path,
+                    details={"bucket": bucket})
 
 
 def _backend_error(path: str, r: _Response) -> FsError:

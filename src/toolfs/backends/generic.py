@@ -38,6 +38,7 @@ class GenericStore(Store):
         try:
             data = self.fs.cat_file(path)
         except FileNotFoundError:
+            self._check_free(path)
             return None
         except IsADirectoryError as exc:
             raise fs_error("not_a_file", f"{path} is a directory", path=path) from exc
@@ -48,6 +49,20 @@ class GenericStore(Store):
                 raise fs_error("not_a_file", f"{path} is a directory", path=path) from exc
             raise fs_error("backend_error", f"{path}: {exc}", path=path) from exc
         return bytes(data)
+
+    def _check_free(self, path: str) -> None:
+        """``not_a_file`` if the missing ``path`` is a directory or lies below a file."""
+        try:
+            if self.fs.isdir(path):
+                raise fs_error("not_a_file", f"{path} is a directory", path=path)
+            for parent in self.ancestors(path):
+                if self.fs.isfile(parent):
+                    raise fs_error("not_a_file", f"{parent} is a file, not a directory, in "
+                                   f"{path}", path=path, details={"file": parent})
+        except FsError:
+            raise
+        except Exception as exc:
+            raise fs_error("backend_error", f"{path}: {exc}", path=path) from exc
 
     def get(
         self, path: str, *, start: int = 0, length: int | None = None,

@@ -5,13 +5,20 @@ Atomic across threads and processes on one machine (POSIX ``flock``):
 1. open the parent directory, walking down from the root with ``O_NOFOLLOW`` so that
    a symlink swapped in after the policy's check cannot redirect the write;
 2. ``flock`` that directory (every toolfs writer in it waits here);
-3. re-read the current bytes and check the condition against their digest;
-4. write a temp file beside the target, ``fsync`` it, keep the target's mode,
-   ``os.replace`` it over the target and ``fsync`` the directory.
+3. write a temp file beside the target, keep the target's mode, ``fsync`` it;
+4. re-read the current bytes and check the condition against their digest -- *after*
+   the temp file is written, immediately before the swap, so that a program that does
+   not take the lock has the smallest window to slip a change in unseen;
+5. ``os.replace`` the temp file over the target and ``fsync`` the directory.
 
 A crash at any point leaves the old or the new content, never a torn file. A crash
-between 4's first and last step can leave a ``.NAME.toolfs-tmp-*`` file; the next
-successful write of NAME removes it.
+between 3 and 5 can leave a temp file (``.NAME.toolfs-tmp-*``, or a hashed name for
+names too long to extend); the next successful write of NAME removes it.
+
+Only regular files are read or replaced: a FIFO, socket or device is opened with
+``O_NONBLOCK`` and refused (``not_a_file``) before anything is read from it, so no call
+blocks on one. A file without write permission is refused (``denied``) rather than
+replaced, as ``open(path, "w")`` would refuse it.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import os
 import secrets
 import stat
@@ -39,11 +47,38 @@ from toolfs.errors import FsError, fs_error
 from toolfs.versions import FileVersion
 
 _TMP_MARK = ".toolfs-tmp-"
+_NAME_MAX = 255
+_TMP_RANDOM = 12  # hex characters of randomness after the prefix
 
 
 def temp_prefix(name: str) -> str:
-    """Prefix of the temp files that a write of ``name`` may leave after a crash."""
-    return f".{name}{_TMP_MARK}"
+    """Prefix of the temp files that a write of ``name`` may leave after a crash.
+
+    ``.NAME.toolfs-tmp-`` when that still fits in NAME_MAX with the random suffix; for
+    longer (legal) names, a fixed-length prefix derived from a digest of the name.
+    """
+    prefix = f".{name}{_TMP_MARK}"
+    if len(os.fsencode(prefix)) + _TMP_RANDOM <= _NAME_MAX:
+        return prefix
+    digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:24]
+    return f"{_TMP_MARK}{digest}-"
+
+
+def _is_regular(st: os.stat_result) -> bool:
+    return stat.S_ISREG(st.st_mode)
+
+
+def _kind(st: os.stat_result) -> str:
+    mode = st.st_mode
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device file"
+    return "not a regular file"
 
 
 class LocalStore(Store):
@@ -66,6 +101,7 @@ class LocalStore(Store):
             # Said once, here, rather than as a puzzling not_found on every call.
             raise fs_error("not_found", f"the workspace root {root} is not a directory",
                            path=root)
+        self.folds_case = _folds_case(self.root or "/")
 
     # -- path walking ---------------------------------------------------------------
 
@@ -80,17 +116,15 @@ class LocalStore(Store):
         *dirs, name = rel.split(os.sep)
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            for part in dirs:
+            for i, part in enumerate(dirs):
                 try:
-                    nfd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
-                                  dir_fd=fd)
+                    nfd = _open_dir(part, fd, path, os.path.join(root, *dirs[: i + 1]))
                 except FileNotFoundError:
                     if not create:
                         raise
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(part, 0o777, dir_fd=fd)
-                    nfd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
-                                  dir_fd=fd)
+                    nfd = _open_dir(part, fd, path, os.path.join(root, *dirs[: i + 1]))
                 os.close(fd)
                 fd = nfd
             yield fd, name
@@ -106,15 +140,18 @@ class LocalStore(Store):
     def _read(self, dfd: int, name: str, path: str, start: int,
               length: int | None) -> Blob | None:
         try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dfd)
+            # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise _translate(exc, path) from exc
+        st = os.fstat(fd)
+        if not _is_regular(st):
+            os.close(fd)
+            raise fs_error("not_a_file", f"{path} is {_kind(st)}", path=path)
+        os.set_blocking(fd, True)
         with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if stat.S_ISDIR(st.st_mode):
-                raise fs_error("not_a_file", f"{path} is a directory", path=path)
             if st.st_size <= self.size_cap:
                 data = f.read()
                 version = FileVersion.of_bytes(data)
@@ -143,34 +180,49 @@ class LocalStore(Store):
 
     # -- writing ------------------------------------------------------------------
 
-    def _check(self, dfd: int, name: str, path: str, mode: PutMode) -> os.stat_result | None:
-        """Check ``mode`` against the current file; return its stat (None if absent)."""
+    def _stat(self, dfd: int, name: str, path: str) -> os.stat_result | None:
+        """The target's own stat (never following a symlink); ``None`` if absent.
+        Refuses anything but a regular file, and a file without write permission."""
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        if not _is_regular(st):
+            raise fs_error("not_a_file", f"{path} is {_kind(st)}", path=path)
+        # `st_mode & 0o222` too: root passes access(W_OK) for any mode, yet a 0444 file
+        # says "do not change me" and replacing it would silently drop that.
+        if not st.st_mode & 0o222 or not os.access(name, os.W_OK, dir_fd=dfd,
+                                                    follow_symlinks=False):
+            raise fs_error("denied", f"{path} is read-only (mode "
+                           f"{stat.filemode(st.st_mode)})", path=path)
+        return st
+
+    def _check(self, dfd: int, name: str, path: str, mode: PutMode) -> None:
+        """Raise ``stale`` unless ``mode`` holds for the file as it is now."""
         if isinstance(mode, Overwrite):
-            try:
-                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-            except FileNotFoundError:
-                return None
-            if stat.S_ISDIR(st.st_mode):
-                raise fs_error("not_a_file", f"{path} is a directory", path=path)
-            return st
+            return
         current = self._read(dfd, name, path, 0, 0)
         if isinstance(mode, Create):
             if current is not None:
                 raise fs_error("stale", f"{path} was created by someone else", path=path)
-            return None
+            return
         if current is None:
             raise fs_error("stale", f"{path} was deleted", path=path)
         if current.version != mode.expected:
             raise fs_error("stale", f"{path} changed", path=path)
-        return os.stat(name, dir_fd=dfd, follow_symlinks=False)
 
     def put(self, path: str, data: bytes, mode: PutMode) -> FileVersion:
         with self._parent_fd(path, create=True) as (dfd, name):
             fcntl.flock(dfd, fcntl.LOCK_EX)
             try:
-                st = self._check(dfd, name, path, mode)
+                st = self._stat(dfd, name, path)
+                if isinstance(mode, Update) and st is None:
+                    raise fs_error("stale", f"{path} was deleted", path=path)
+                if isinstance(mode, Create) and st is not None:
+                    raise fs_error("stale", f"{path} was created by someone else",
+                                   path=path)
                 _remove_leftovers(dfd, name)
-                tmp = f"{temp_prefix(name)}{secrets.token_hex(6)}"
+                tmp = f"{temp_prefix(name)}{secrets.token_hex(_TMP_RANDOM // 2)}"
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
                              0o666, dir_fd=dfd)
                 try:
@@ -183,6 +235,8 @@ class LocalStore(Store):
                         os.fsync(fd)
                     finally:
                         os.close(fd)
+                    # The last look before the swap (see the module docstring, step 4).
+                    self._check(dfd, name, path, mode)
                     os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
                 except BaseException:
                     with contextlib.suppress(OSError):
@@ -203,8 +257,11 @@ class LocalStore(Store):
         with self._parent_fd(path) as (dfd, name):
             fcntl.flock(dfd, fcntl.LOCK_EX)
             try:
-                if self._check(dfd, name, path, mode) is None:
+                if self._stat(dfd, name, path) is None:
+                    if isinstance(mode, Update):
+                        raise fs_error("stale", f"{path} was deleted", path=path)
                     raise fs_error("not_found", f"{path} does not exist", path=path)
+                self._check(dfd, name, path, mode)
                 os.unlink(name, dir_fd=dfd)
             except FsError:
                 raise
@@ -212,6 +269,42 @@ class LocalStore(Store):
                 raise _translate(exc, path) from exc
             finally:
                 fcntl.flock(dfd, fcntl.LOCK_UN)
+
+
+def _open_dir(part: str, dfd: int, path: str, walked: str) -> int:
+    """Open one directory below ``dfd`` without following a symlink; a file or a
+    symlink where a directory should be is ``not_a_file`` or ``outside_root``."""
+    try:
+        return os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+        try:
+            st = os.stat(part, dir_fd=dfd, follow_symlinks=False)
+        except OSError:
+            raise exc from None
+        if stat.S_ISLNK(st.st_mode):
+            raise fs_error("outside_root", f"{path} crosses a symlink that appeared after "
+                           "the path was checked", path=path) from exc
+        raise fs_error("not_a_file", f"{walked} is a file, not a directory, in {path}",
+                       path=path, details={"file": walked}) from exc
+
+
+def _folds_case(root: str) -> bool:
+    """Whether the volume holding ``root`` is case-insensitive (macOS and Windows by
+    default): the same directory answers to a case-swapped spelling of its name."""
+    path = root
+    while path not in ("", os.sep):
+        head, tail = os.path.split(path)
+        swapped = tail.swapcase()
+        if swapped != tail:
+            try:
+                a, b = os.stat(path), os.stat(os.path.join(head, swapped))
+            except OSError:
+                return False
+            return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+        path = head
+    return False
 
 
 def _remove_leftovers(dfd: int, name: str) -> None:
@@ -226,10 +319,15 @@ def _remove_leftovers(dfd: int, name: str) -> None:
 def _translate(exc: OSError, path: str) -> FsError:
     if exc.errno == errno.ENOENT:
         return fs_error("not_found", f"{path} does not exist", path=path)
-    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-        # O_NOFOLLOW met a symlink (or a file) where the checked path had a directory.
-        return fs_error("outside_root", f"{path} crosses a symlink or non-directory",
+    if exc.errno == errno.ELOOP:
+        # O_NOFOLLOW met a symlink where the checked path had a file or directory.
+        return fs_error("outside_root", f"{path} crosses a symlink", path=path)
+    if exc.errno == errno.ENOTDIR:
+        return fs_error("not_a_file", f"a part of {path} is a file, not a directory",
                         path=path)
+    if exc.errno == errno.ENAMETOOLONG:
+        return fs_error("invalid_arguments", f"{path}: a name is too long for this "
+                        "filesystem", path=path)
     if exc.errno == errno.EISDIR:
         return fs_error("not_a_file", f"{path} is a directory", path=path)
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):

@@ -37,8 +37,16 @@ class MemoryStore(Store):
         if entry is None:
             if self.fs.isdir(path):
                 raise fs_error("not_a_file", f"{path} is a directory", path=path)
+            self._check_ancestors(path)
             return None
         return bytes(entry.getbuffer())
+
+    def _check_ancestors(self, path: str) -> None:
+        """``not_a_file`` if a directory above ``path`` is in fact a file."""
+        for parent in self.ancestors(self.fs._strip_protocol(path)):
+            if parent in self.fs.store:
+                raise fs_error("not_a_file", f"{parent} is a file, not a directory, in "
+                               f"{path}", path=path, details={"file": parent})
 
     def get(
         self, path: str, *, start: int = 0, length: int | None = None,

@@ -8,6 +8,11 @@
   why the payload is capped well under the single-PUT limit);
 * a read is one ``GetObject`` with a ``Range`` for the first block; its response carries
   the content, the ETag and the total size. Further blocks are ``If-Match``-pinned.
+* S3 has no directories, yet toolfs answers as a filesystem would on every backend: a
+  create first checks (one ``ListObjectsV2`` of ``key/`` and one ``HeadObject`` per
+  parent below the root, in parallel) that the name is not a "directory" and that no
+  parent is a file (``not_a_file``); a 404 on a read is explained the same way, and a
+  missing bucket is ``not_found`` naming the bucket. Updates cost one request as before.
 
 Requests go straight to s3fs's aiobotocore client rather than through ``_call_s3``:
 ``_call_s3`` drops parameters its botocore does not know (an old botocore would turn a
@@ -80,6 +85,50 @@ class S3Store(AsyncStore):
             raise fs_error("not_a_file", f"{path} is a bucket", path=path)
         return bucket, key
 
+    def check_root(self) -> None:
+        self._sync(self._check_bucket(self.root or ""))
+
+    async def _check_bucket(self, path: str) -> None:
+        bucket = self.fs.split_path(path)[0]
+        client = await self._client()
+        try:
+            await client.head_bucket(Bucket=bucket)
+        except Exception as exc:
+            if status_of(exc) == 404:
+                raise _no_bucket(bucket, path) from exc
+            raise _backend_error(path, exc) from exc
+
+    async def _conflict(self, bucket: str, key: str, path: str) -> FsError | None:
+        """``not_a_file`` if ``key`` is a "directory" (other keys lie under ``key/``) or
+        a parent below the root is an object; ``None`` if the name is free to be a file."""
+        client = await self._client()
+        parents = [k for k in (self.fs.split_path(a)[1] for a in self.ancestors(path)) if k]
+
+        async def is_object(k: str) -> bool:
+            try:
+                await client.head_object(Bucket=bucket, Key=k)
+            except Exception as exc:
+                if status_of(exc) == 404:
+                    return False
+                raise
+            return True
+
+        try:
+            listing, *found = await asyncio.gather(
+                client.list_objects_v2(Bucket=bucket, Prefix=key + "/", MaxKeys=1),
+                *(is_object(k) for k in parents))
+        except Exception as exc:
+            if _s3_code(exc) == "NoSuchBucket":
+                raise _no_bucket(bucket, path) from exc
+            raise _backend_error(path, exc) from exc
+        for k, hit in zip(parents, found, strict=True):
+            if hit:
+                return fs_error("not_a_file", f"{bucket}/{k} is a file, not a directory, "
+                                f"in {path}", path=path, details={"file": f"{bucket}/{k}"})
+        if listing.get("KeyCount", len(listing.get("Contents", []))):
+            return fs_error("not_a_file", f"{path} is a directory", path=path)
+        return None
+
     async def get_async(
         self, path: str, *, start: int = 0, length: int | None = None,
         if_version: FileVersion | None = None,
@@ -102,8 +151,14 @@ class S3Store(AsyncStore):
             resp = await self._call("get_object", kw, path)
             ranged = False
         except FsError as err:
+            if err.code == "not_found" and err.details.get("bucket"):
+                raise
             if err.code == "not_found" and if_version is not None:
                 raise fs_error("stale", f"{path} was deleted", path=path) from err.__cause__
+            if err.code == "not_found":
+                conflict = await self._conflict(bucket, key, path)
+                if conflict is not None:
+                    raise conflict from err.__cause__
             raise
         try:
             async with resp["Body"] as body:
@@ -128,6 +183,10 @@ class S3Store(AsyncStore):
             kw["IfNoneMatch"] = "*"
         elif isinstance(mode, Update):
             kw["IfMatch"] = mode.expected.value
+        if not isinstance(mode, Update):  # an existing file needs no directory check
+            conflict = await self._conflict(bucket, key, path)
+            if conflict is not None:
+                raise conflict
         client = await self._client()
         conflicts = connection_failures = 0
         # Unless aiohttp's hidden resend is off, any put may have been sent twice.
@@ -147,6 +206,8 @@ class S3Store(AsyncStore):
                 status = status_of(exc)
                 if status is None:
                     raise fs_error("backend_error", f"{path}: {exc}", path=path) from exc
+                if _s3_code(exc) == "NoSuchBucket":
+                    raise _no_bucket(bucket, path) from exc
                 retried = retried or _retried(exc)
                 if status == 409 and conflicts < CONFLICT_RETRIES:
                     conflicts += 1
@@ -213,6 +274,8 @@ class S3Store(AsyncStore):
             return await getattr(client, method)(**kw)
         except Exception as exc:
             status = status_of(exc)
+            if status == 404 and _s3_code(exc) == "NoSuchBucket":
+                raise _no_bucket(kw["Bucket"], path) from exc
             if status == 404:
                 raise fs_error("not_found", f"{path} does not exist", path=path) from exc
             if status == 412:
@@ -246,6 +309,18 @@ def _hidden_resends_off(client: Any) -> bool:
             return False
         session._retry_connection = False
     return True
+
+
+def _s3_code(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return ""
+    return str(response.get("Error", {}).get("Code", ""))
+
+
+def _no_bucket(bucket: str, path: str) -> FsError:
+    return fs_error("not_found", f"the bucket {bucket} does not exist", path=path,
+                    details={"bucket": bucket})
 
 
 def _members(client: Any, operation: str) -> set[str]:

@@ -230,6 +230,11 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         """Attach the display path and emit ``fs/denied`` for a refused operation."""
         err.path = target.display
         err.message = err.message.replace(target.backend_path, target.display)
+        if isinstance(err.details.get("file"), str):
+            # An adapter names the part of the path that is a file by its backend path.
+            shown = self.jail.display_of(err.details["file"])
+            err.message = err.message.replace(err.details["file"], shown)
+            err.details["file"] = shown
         if err.code in ("stale", "not_observed", "denied"):
             self._notify("fs/denied", op, target, reason=f"{err.code}: {err.message}")
         return err

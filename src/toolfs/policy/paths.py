@@ -90,7 +90,7 @@ class Jail:
             # model must never round-trip into a different file.
             shown = escape_undecodable(shown)
             raise fs_error("invalid_arguments",
-                           f"file_path {shown!r} is not valid Unicode (a lone surrogate)",
+                           f"file_path '{shown}' is not valid Unicode (a lone surrogate)",
                            path=shown)
         if "\x00" in path:
             raise fs_error("outside_root", "file_path contains a NUL byte",
