@@ -19,6 +19,18 @@ _SENSITIVE_NAME = re.compile(r"key|secret|token|passw|credential|session|auth", 
 _URL_PASSWORD = re.compile(r"(://[^/:@\s]+):[^@/\s]+@")
 # Shorter values are not credentials and masking them would garble ordinary text.
 _MIN_SECRET_LEN = 4
+# Values of credential-named options that select a mode rather than carry a secret
+# (gcsfs ``token="anon"``, ``"google_default"``; ``anon=True`` elsewhere).
+_NOT_SECRETS = frozenset({"anon", "anonymous", "google_default", "cache", "cloud",
+                          "browser", "true", "false", "none", "null"})
+# How deep an exception chain is rewritten (chains can be cyclic through __context__).
+_MAX_CHAIN = 32
+
+
+class RedactedError(Exception):
+    """Stands in, in an exception chain, for a foreign exception whose text held a
+    credential: it keeps the original's type name and its message with the secret
+    masked, so a printed traceback says what failed without leaking anything."""
 
 
 def is_credential_name(name: str) -> bool:
@@ -35,7 +47,8 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         # Longest first, so a secret that contains another is masked whole.
-        self.secrets = sorted({s for s in secrets if len(s) >= _MIN_SECRET_LEN},
+        self.secrets = sorted({s for s in secrets if len(s) >= _MIN_SECRET_LEN
+                               and s.lower() not in _NOT_SECRETS},
                               key=len, reverse=True)
 
     @classmethod
@@ -66,6 +79,32 @@ class Redactor:
         """Like calling the redactor, and also masks passwords in URLs
         (``scheme://user:***@host``); for logs and error lines, not file content."""
         return _URL_PASSWORD.sub(r"\1:***@", self(text))
+
+    def chain(self, exc: BaseException) -> None:
+        """Mask secrets in the causes of ``exc`` (its own message is the caller's): each
+        cause or context whose text holds a secret is replaced by a
+        :class:`RedactedError` carrying the masked text."""
+        if not self.secrets:
+            return
+        seen: set[int] = set()
+        node: BaseException = exc
+        for _ in range(_MAX_CHAIN):
+            seen.add(id(node))
+            nxt = node.__cause__ or (None if node.__suppress_context__ else node.__context__)
+            if nxt is None or id(nxt) in seen:
+                return
+            text = f"{nxt}"
+            clean = self.message(text)
+            if clean != text or self.message(repr(nxt)) != repr(nxt):
+                stand_in = RedactedError(
+                    f"{type(nxt).__module__}.{type(nxt).__qualname__}: {clean}")
+                stand_in.__cause__ = nxt.__cause__ or (
+                    None if nxt.__suppress_context__ else nxt.__context__)
+                stand_in.__suppress_context__ = True
+                node.__cause__ = stand_in
+                node.__suppress_context__ = True
+                nxt = stand_in
+            node = nxt
 
     def data(self, value: Any) -> Any:
         """A copy of JSON-like ``value`` with every string redacted."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -51,28 +52,40 @@ class Workspace:
         policy: Policy | None = _DEFAULT_POLICY,
         **options: Any,
     ) -> None:
-        if isinstance(url, AbstractFileSystem):
-            fs, path = url, root if root is not None else ""
-            if storage_options:
-                raise fs_error("invalid_arguments",
-                               "storage_options only apply when a URL is given")
-        else:
-            try:
-                fs, path = url_to_fs(url, **dict(storage_options or {}))
-            except (ImportError, ValueError, TypeError) as exc:
-                redact = Redactor.for_options(dict(storage_options or {}))
-                raise fs_error("invalid_arguments",
-                               redact.message(f"cannot open {url}: {exc}")) from exc
-            if root is not None:
-                path = f"{path.rstrip('/')}/{root.strip('/')}" if root else path
-        self.url = url if isinstance(url, str) else f"{type(url).__name__}:{path}"
         self._redact = Redactor.for_options(dict(storage_options or {}))
-        self._storage_options = dict(storage_options or {})
-        self._options = {"policy": policy, **options}
-        self.audit = AuditLog()
-        subscribers = [self.audit, *options.pop("subscribers", [])]
-        self.fs = PolicyFileSystem(fs, path, policy=policy, subscribers=subscribers,
-                                   **options)
+        try:
+            if isinstance(url, AbstractFileSystem):
+                fs, path = url, root if root is not None else ""
+                if storage_options:
+                    raise fs_error("invalid_arguments",
+                                   "storage_options only apply when a URL is given")
+                # A filesystem made elsewhere still knows its credentials: mask them too.
+                self._redact = Redactor.for_options(
+                    dict(getattr(fs, "storage_options", None) or {}))
+            else:
+                try:
+                    fs, path = url_to_fs(url, **dict(storage_options or {}))
+                except (ImportError, ValueError, TypeError) as exc:
+                    raise fs_error("invalid_arguments", f"cannot open {url}: {exc}") from exc
+                if root is not None:
+                    path = f"{path.rstrip('/')}/{root.strip('/')}" if root else path
+            self.url = url if isinstance(url, str) else f"{type(url).__name__}:{path}"
+            self._storage_options = dict(storage_options or {})
+            self._options = {"policy": policy, **options}
+            self.audit = AuditLog()
+            subscribers = [self.audit, *options.pop("subscribers", [])]
+            self.fs = PolicyFileSystem(fs, path, policy=policy, subscribers=subscribers,
+                                       **options)
+        except FsError as err:
+            masked = self._masked(err)
+            raise masked from masked.__cause__
+        except Exception as exc:  # a client library's own error (DNS, auth, ...)
+            what = url if isinstance(url, str) else "the filesystem"
+            failure = fs_error("backend_error",
+                               f"cannot open {what}: {type(exc).__name__}: {exc}")
+            failure.__cause__ = exc
+            masked = self._masked(failure)
+            raise masked from masked.__cause__
 
     # -- the tools ----------------------------------------------------------------
 
@@ -95,35 +108,61 @@ class Workspace:
             replace_all=replace_all))
 
     def execute(self, tool: str, arguments: Any) -> ToolOutput:
-        """Run a tool from a model's call. Never raises for tool errors or bad input."""
+        """Run a tool from a model's call. Never raises for tool errors or bad input.
+
+        ``arguments`` is a mapping, or a JSON object as a string (as the OpenAI SDK
+        hands a function call's arguments over).
+        """
         try:
             value = self._dispatch(tool, arguments)
         except FsError as known:
             return ToolOutput(text=render_error(known), value=None, error=known)
         except Exception as exc:  # the model must get a result, never a traceback
-            err = fs_error("backend_error",
-                           self._redact.message(f"{type(exc).__name__}: {exc}"))
+            err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
             err.__cause__ = exc
+            err = self._masked(err)
             return ToolOutput(text=render_error(err), value=None, error=err)
         return ToolOutput(text=render_result(value), value=value, error=None)
 
+    def _masked(self, err: FsError) -> FsError:
+        """``err`` with credentials masked in its message, details and causes."""
+        err.message = self._redact.message(err.message)
+        err.args = (err.message,)
+        if err.path is not None:
+            err.path = self._redact.message(err.path)
+        err.details = self._redact.data(err.details)
+        self._redact.chain(err)
+        return err
+
     def _guarded(self, tool: Callable[[PolicyFileSystem, Any], T], args: Any) -> T:
-        """Run a tool; error messages leave with credentials masked."""
+        """Run a tool; every failure leaves as an ``FsError`` with credentials masked."""
         try:
             return tool(self.fs, args)
         except FsError as err:
-            err.message = self._redact.message(err.message)
-            err.args = (err.message,)
-            raise
+            masked = self._masked(err)
+            raise masked from masked.__cause__
+        except Exception as exc:  # a bug or a client library's surprise: still an FsError
+            failure = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
+            failure.__cause__ = exc
+            masked = self._masked(failure)
+            raise masked from masked.__cause__
 
     def _dispatch(self, tool: str, arguments: Any) -> ToolResult:
         model = ARGS_MODELS.get(tool) if isinstance(tool, str) else None
         if model is None:
             raise fs_error("invalid_arguments",
                            f"unknown tool {str(tool)[:50]!r}; the tools are read, write, edit")
+        if isinstance(arguments, str | bytes):
+            try:
+                arguments = json.loads(arguments)
+            except ValueError as exc:
+                raise fs_error("invalid_arguments",
+                               f"arguments are not valid JSON: {exc}") from None
         if not isinstance(arguments, Mapping):
             raise fs_error("invalid_arguments", "arguments must be a JSON object")
-        args = _validated(model, **arguments)
+        if not all(isinstance(k, str) for k in arguments):
+            raise fs_error("invalid_arguments", "argument names must be strings")
+        args = _validate(model, dict(arguments))
         if isinstance(args, ReadArgs):
             return self._guarded(tools.read, args)
         if isinstance(args, WriteArgs):
@@ -220,15 +259,28 @@ class AsyncWorkspace:
 
 
 def _validated(model: type[T], **fields: Any) -> T:
-    """Validate tool arguments, turning pydantic's error into ``invalid_arguments``."""
-    given = {k: v for k, v in fields.items() if v is not None or k not in ("offset", "limit")}
+    """Validate typed-method arguments (``None`` for offset/limit means "not given")."""
+    return _validate(model, {k: v for k, v in fields.items()
+                             if v is not None or k not in ("offset", "limit")})
+
+
+def _validate(model: type[T], given: dict[str, Any]) -> T:
+    """Validate tool arguments, turning pydantic's error into ``invalid_arguments`` with
+    plain sentences (no pydantic wording such as "Value error, ")."""
     try:
         return model.model_validate(given)  # type: ignore[attr-defined, no-any-return]
     except ValidationError as exc:
+        names = ", ".join(model.model_fields)  # type: ignore[attr-defined]
         problems = []
         for e in exc.errors(include_url=False, include_input=False):
-            where = ".".join(str(p) for p in e["loc"]) or "arguments"
-            problems.append(f"{where}: {e['msg']}")
+            where = ".".join(str(p) for p in e["loc"])
+            msg = str(e["msg"]).removeprefix("Value error, ")
+            if e["type"] == "extra_forbidden":
+                problems.append(f"unknown argument {where[:50]!r} (the arguments are "
+                                f"{names})")
+            elif e["type"] == "missing":
+                problems.append(f"missing required argument {where!r}")
+            else:
+                problems.append(f"{where}: {msg}" if where else msg)
         raise fs_error("invalid_arguments", "invalid arguments: " + "; ".join(problems),
                        details={"errors": problems}) from None
-
