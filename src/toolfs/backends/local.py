@@ -145,6 +145,9 @@ class LocalStore(Store):
         except FileNotFoundError:
             return None
         except OSError as exc:
+            if exc.errno == errno.ENXIO:  # a socket (or a device without a driver)
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                raise fs_error("not_a_file", f"{path} is {_kind(st)}", path=path) from exc
             raise _translate(exc, path) from exc
         st = os.fstat(fd)
         if not _is_regular(st):
