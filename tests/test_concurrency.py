@@ -15,11 +15,15 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 import toolfs
 from tests.backends import Backend, LocalBackend
+from toolfs.backends import store_for
+from toolfs.policy.events import FsEvent
 
 CYCLES = {"memory": 50, "local": 50, "s3": 25, "gcs": 25}
 
@@ -159,3 +163,222 @@ def test_local_write_keeps_mode_and_leaves_no_temp_on_error(
     assert "No space left" in out.text
     assert b.get("script.sh") == b"echo hello\n"
     assert os.listdir(b.root) == ["script.sh"]
+
+
+# -- one context, parallel calls: a change commits only on the version it came from ------
+#
+# Models send several tool calls at once, and one MCP session is one context. An edit's
+# bytes are derived from the version it read; if another call of the same context commits
+# meanwhile, the edit must commit on the version it was derived from (and so fail
+# ``stale``), never on whatever the ledger holds by then. The interleavings below are
+# forced, not timed: the slow call is parked either right after its store read (``read``:
+# the bytes it edits are fetched) or at ``fs/write-intent`` (right before its put), and
+# released only once the fast call (same Workspace) has committed. The generic fallback
+# is not atomic, but here no two puts overlap, so it is held to the same outcome.
+
+FILE = "race.txt"
+LINES = 200
+PARK_TIMEOUT = 30.0  # only reached when something is broken
+SERIAL_TIMEOUT = 3.0  # only reached if calls of one context were serialised by a lock
+
+
+def _body() -> bytes:
+    return "".join(f"line {i} tick\n" for i in range(LINES)).encode() + b"END\n"
+
+
+class _GateStore:
+    """A backend's own store, with a hook on the first ``get`` after :meth:`arm`.
+
+    The hook runs after the real read returned, in the calling thread: the caller holds
+    the bytes (and their version) and has not decided anything yet.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._lock = threading.Lock()
+        self._hook: Callable[[], None] | None = None
+        self.fired = False
+
+    def __getattr__(self, name: str) -> Any:  # capabilities, put, delete, ...
+        return getattr(self._inner, name)
+
+    def arm(self, hook: Callable[[], None]) -> None:
+        with self._lock:
+            self._hook, self.fired = hook, False
+
+    def get(self, path: str, **kw: Any) -> Any:
+        blob = self._inner.get(path, **kw)
+        with self._lock:
+            hook, self._hook = self._hook, None
+        if hook is not None:
+            self.fired = True
+            hook()
+        return blob
+
+
+class _Gate:
+    """Arms a hook at one of the two park points of a workspace's next change."""
+
+    def __init__(self, where: str, ws: Any, store: _GateStore) -> None:
+        self.where, self._store = where, store
+        self._lock = threading.Lock()
+        self._hook: Callable[[], None] | None = None
+        self.fired = False
+        ws.subscribe(self._on_event)
+
+    def _on_event(self, event: FsEvent) -> None:
+        if event.type != "fs/write-intent":
+            return
+        with self._lock:
+            hook, self._hook = self._hook, None
+        if hook is not None:
+            self.fired = True
+            hook()
+
+    def arm(self, hook: Callable[[], None]) -> None:
+        if self.where == "read":
+            self._store.arm(hook)
+        else:
+            with self._lock:
+                self._hook, self.fired = hook, False
+
+    @property
+    def has_fired(self) -> bool:
+        return self._store.fired if self.where == "read" else self.fired
+
+
+def _gated_workspace(backend: Backend, where: str, **options: Any) -> tuple[Any, _Gate]:
+    store = _GateStore(store_for(backend.fs, root=backend.root or None))
+    # Parking after the store read needs the edit to fetch its bytes: no content cache.
+    cache = {"cache_bytes": 0} if where == "read" else {}
+    ws = backend.workspace(store=store, **cache, **options)
+    return ws, _Gate(where, ws, store)
+
+
+def _code(out: toolfs.ToolOutput) -> str | None:
+    return out.error.code if out.error is not None else None
+
+
+def _race(ws: Any, gate: _Gate, slow: tuple[str, dict[str, Any]],
+          fast: tuple[str, dict[str, Any]]) -> tuple[toolfs.ToolOutput, toolfs.ToolOutput,
+                                                     bool]:
+    """Run ``slow`` parked at the gate while ``fast`` runs to completion in the same
+    context. Returns both outputs and whether ``fast`` finished while ``slow`` was parked
+    (it does unless the context serialises its calls)."""
+    parked, release = threading.Event(), threading.Event()
+    outs: dict[str, toolfs.ToolOutput] = {}
+
+    def park() -> None:
+        parked.set()
+        assert release.wait(PARK_TIMEOUT), "never released"
+
+    def call(name: str, tool: str, args: dict[str, Any]) -> None:
+        outs[name] = ws.execute(tool, args)
+
+    gate.arm(park)
+    slow_t = threading.Thread(target=call, args=("slow", *slow))
+    slow_t.start()
+    assert parked.wait(PARK_TIMEOUT), "the slow call never reached the park point"
+    fast_t = threading.Thread(target=call, args=("fast", *fast))
+    fast_t.start()
+    fast_t.join(SERIAL_TIMEOUT)
+    overlapped = not fast_t.is_alive()
+    release.set()
+    slow_t.join(PARK_TIMEOUT)
+    fast_t.join(PARK_TIMEOUT)
+    assert not slow_t.is_alive() and not fast_t.is_alive()
+    assert gate.has_fired
+    return outs["slow"], outs["fast"], overlapped
+
+
+POLICIES = {
+    "policy": toolfs.Policy(),
+    "no-require-observation": toolfs.Policy(require_observation=False),
+    "no-policy": None,
+}
+
+FAST_EDIT = ("edit", {"file_path": FILE, "old_string": "END", "new_string": "FAST\nEND"})
+
+
+@pytest.mark.parametrize("where", ["read", "write-intent"])
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_one_context_parallel_edits_lose_no_reported_success(
+        backend: Backend, policy: str, where: str) -> None:
+    """Item 1: a slow replace_all and a fast one-line edit, sent together in one context."""
+    backend.put(FILE, _body())
+    ws, gate = _gated_workspace(backend, where, policy=POLICIES[policy])
+    if policy == "policy":
+        ws.read(FILE)  # the other policies let an edit read the file itself
+    slow = ("edit", {"file_path": FILE, "old_string": "tick", "new_string": "tock",
+                     "replace_all": True})
+    slow_out, fast_out, overlapped = _race(ws, gate, slow, FAST_EDIT)
+    final = backend.get(FILE)
+
+    assert {_code(slow_out), _code(fast_out)} <= {None, "stale"}, (slow_out.text,
+                                                                    fast_out.text)
+    fast_kept = b"FAST\nEND\n" in final
+    slow_kept = b"tick" not in final and final.count(b"tock") == LINES
+    assert fast_out.is_error or fast_kept, (
+        f"the fast edit answered {fast_out.text!r} but its change is gone")
+    assert slow_out.is_error or slow_kept, (
+        f"the slow edit answered {slow_out.text!r} but its change is gone")
+    if overlapped:
+        # The fast edit committed while the slow one held bytes of the older version.
+        assert not fast_out.is_error, fast_out.text
+        assert _code(slow_out) == "stale", (
+            f"the slow edit was derived from the version before the fast edit and must "
+            f"be stale, but answered {slow_out.text!r}")
+        assert final == _body().replace(b"END\n", b"FAST\nEND\n")
+
+
+@pytest.mark.parametrize("policy", ["policy", "no-require-observation"])
+def test_one_context_write_commits_on_the_version_seen_when_it_started(
+        backend: Backend, policy: str) -> None:
+    """A write parked before its put while an edit of the same context commits.
+
+    (Without a policy a write is create-or-overwrite by design: no case here.)
+    """
+    backend.put(FILE, _body())
+    ws, gate = _gated_workspace(backend, "write-intent", policy=POLICIES[policy])
+    ws.read(FILE)
+    slow = ("write", {"file_path": FILE, "content": "rewritten\nEND\n"})
+    slow_out, fast_out, overlapped = _race(ws, gate, slow, FAST_EDIT)
+    final = backend.get(FILE)
+
+    assert {_code(slow_out), _code(fast_out)} <= {None, "stale"}, (slow_out.text,
+                                                                    fast_out.text)
+    assert fast_out.is_error or b"FAST\nEND\n" in final, (
+        f"the fast edit answered {fast_out.text!r} but its change is gone")
+    assert slow_out.is_error or final.startswith(b"rewritten\n"), (
+        f"the write answered {slow_out.text!r} but the file is not derived from it")
+    if overlapped:
+        assert not fast_out.is_error, fast_out.text
+        assert _code(slow_out) == "stale", slow_out.text
+        assert final == _body().replace(b"END\n", b"FAST\nEND\n")
+
+
+# Without a read first, the default policy refuses an edit before reading anything.
+CONDITIONAL_CASES = [("policy", True), ("no-require-observation", True),
+                     ("no-require-observation", False), ("no-policy", True),
+                     ("no-policy", False)]
+
+
+@pytest.mark.parametrize("where", ["read", "write-intent"])
+@pytest.mark.parametrize(("policy", "read_first"), CONDITIONAL_CASES,
+                         ids=[f"{p}-{'read' if r else 'unread'}" for p, r in CONDITIONAL_CASES])
+def test_edit_is_conditional_whatever_the_policy(
+        backend: Backend, policy: str, read_first: bool, where: str) -> None:
+    """Item 2: another program writes between an edit's read and its put: ``stale``."""
+    backend.put(FILE, _body())
+    ws, gate = _gated_workspace(backend, where, policy=POLICIES[policy])
+    if read_first:
+        ws.read(FILE)
+    outside = b"written by another program\nEND\n"
+    gate.arm(lambda: backend.put(FILE, outside))
+    out = ws.execute("edit", {"file_path": FILE, "old_string": "END",
+                              "new_string": "MINE\nEND"})
+    assert gate.has_fired
+    final = backend.get(FILE)
+    assert final == outside, (
+        f"the edit answered {out.text!r} and overwrote a change it never saw")
+    assert _code(out) == "stale", out.text

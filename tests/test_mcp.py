@@ -379,3 +379,131 @@ async def test_stdio_serves_a_bucket_configured_with_storage_options() -> None:
             stale = await client.call_tool(
                 "edit", {"file_path": "a.md", "old_string": "one", "new_string": "1"})
             assert stale.structured_content["error"]["code"] == "stale"
+
+
+# -- parallel calls in one session: no reported success is lost (h-race) ---------------
+#
+# A model sends several tool calls at once; one MCP session is one context. A slow edit
+# (a replace_all over a big file) and a fast one-line edit sent without waiting: each
+# change that answers "Edited" must be in the file, and the loser, if any, is ``stale``.
+
+
+def _race_outcome(slow: Any, fast: Any, final: str, rows: int) -> None:
+    """The invariant, whatever the interleaving."""
+    for name, result in (("slow", slow), ("fast", fast)):
+        if result.is_error:
+            assert result.structured_content["error"]["code"] == "stale", (name, _text(result))
+    assert not (slow.is_error and fast.is_error), "two edits in one session both lost"
+    fast_kept = final.endswith("FAST\nEND\n")
+    slow_kept = "tick" not in final and final.count("tock") == rows
+    assert fast.is_error or fast_kept, (
+        f"the fast edit answered {_text(fast)!r} but its change is gone")
+    assert slow.is_error or slow_kept, (
+        f"the slow edit answered {_text(slow)!r} but its change is gone")
+
+
+def _stdio_of_this_toolfs(*args: str) -> StdioServerParameters:
+    """``toolfs serve`` running the toolfs this test imported.
+
+    The SDK starts servers with a minimal environment (no ``PYTHONPATH``), so a plain
+    ``_stdio`` server imports whichever toolfs is installed, not the tree under test.
+    """
+    src = str(Path(toolfs.__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)
+    params = _stdio(*args)
+    return StdioServerParameters(command=params.command, args=params.args,
+                                 env={"PYTHONPATH": path})
+
+
+_SLOW_ARGS = {"file_path": "big.txt", "old_string": "tick", "new_string": "tock",
+              "replace_all": True}
+_FAST_ARGS = {"file_path": "big.txt", "old_string": "END", "new_string": "FAST\nEND"}
+
+
+def _big(rows: int) -> str:
+    return "".join(f"row {i} tick\n" for i in range(rows)) + "END\n"
+
+
+@pytest.mark.anyio
+async def test_stdio_parallel_edits_in_one_session_lose_no_success(tmp_path: Path) -> None:
+    # The slow edit takes about a second on this file, so the fast one, sent 0.2 s
+    # later, commits while the slow one still holds the bytes it read: the race is
+    # very likely, and the invariant below must hold under any interleaving.
+    rows = 20_000
+    (tmp_path / "big.txt").write_text(_big(rows))
+    results: dict[str, Any] = {}
+    async with Client(_stdio_of_this_toolfs(str(tmp_path))) as client:
+        read = await client.call_tool("read", {"file_path": "big.txt", "limit": 1})
+        assert not read.is_error, _text(read)
+
+        async def call(name: str, args: dict[str, Any], delay: float) -> None:
+            await anyio.sleep(delay)
+            results[name] = await client.call_tool("edit", args)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, "slow", _SLOW_ARGS, 0.0)
+            tg.start_soon(call, "fast", _FAST_ARGS, 0.2)
+    _race_outcome(results["slow"], results["fast"], (tmp_path / "big.txt").read_text(),
+                  rows)
+
+
+class _ParkingStore(MemoryStore):
+    """A memory store whose first ``get`` after :meth:`arm` parks until released."""
+
+    def __init__(self, fs: Any) -> None:
+        super().__init__(fs)
+        self.armed = False
+        self.parked, self.release = threading.Event(), threading.Event()
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def get(self, path: str, **kw: Any) -> Any:
+        blob = super().get(path, **kw)
+        if self.armed:
+            self.armed = False
+            self.parked.set()
+            assert self.release.wait(30), "never released"
+        return blob
+
+
+@pytest.mark.anyio
+async def test_in_process_parallel_edits_in_one_session_are_forced_to_overlap() -> None:
+    """The same race made certain: the slow edit parks right after reading its bytes
+    until the fast edit of the same session has answered."""
+    rows = 200
+    fs = MemoryFileSystem()
+    store = _ParkingStore(fs)
+    # No content cache: the edit fetches its bytes from the store, where it parks.
+    workspace = toolfs.Workspace(fs, root="/toolfs-mcp-race", store=store, cache_bytes=0)
+    workspace.write("big.txt", _big(rows))
+    results: dict[str, Any] = {}
+    overlapped = False
+    async with _in_process(workspace) as client:
+        assert not (await client.call_tool("read", {"file_path": "big.txt"})).is_error
+
+        async def slow() -> None:
+            results["slow"] = await client.call_tool("edit", _SLOW_ARGS)
+
+        async def fast() -> None:
+            results["fast"] = await client.call_tool("edit", _FAST_ARGS)
+
+        store.arm()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow)
+            assert await anyio.to_thread.run_sync(store.parked.wait, 30)
+            tg.start_soon(fast)
+            # Bounded: a session that ran its calls one at a time would never answer.
+            with anyio.move_on_after(3):
+                while "fast" not in results:
+                    await anyio.sleep(0.01)
+            overlapped = "fast" in results
+            store.release.set()
+    final = fs.cat_file("/toolfs-mcp-race/big.txt").decode()
+    _race_outcome(results["slow"], results["fast"], final, rows)
+    if overlapped:
+        assert not results["fast"].is_error, _text(results["fast"])
+        assert results["slow"].is_error, (
+            f"the slow edit was derived from the version before the fast edit and must "
+            f"be stale, but answered {_text(results['slow'])!r}")
+        assert final == _big(rows).replace("END\n", "FAST\nEND\n")
