@@ -113,11 +113,6 @@ class FsError(Exception):
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (self.code, self.message, self.path, self.details))
 
-    def _repr_markdown_(self) -> str:
-        from toolfs.display import error_markdown
-
-        return error_markdown(self)
-
 
 class InvalidArguments(FsError, ValueError):
     code = "invalid_arguments"
