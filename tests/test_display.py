@@ -71,7 +71,7 @@ def test_tool_output_shows_its_value_or_its_error(ws: toolfs.Workspace) -> None:
 
 
 def test_error_message_is_one_markdown_line() -> None:
-    err = toolfs.FsError("a | b\nc", code="no_match", path="x.txt")
+    err = toolfs.FsError("no_match", "a | b\nc", "x.txt")
     assert markdown(err).splitlines()[0] == r"**error `no_match`** `x.txt`: a \| b\\nc"
 
 
@@ -233,7 +233,7 @@ def _hostile_objects(ws: toolfs.Workspace, name: str) -> list[tuple[str, Any]]:
     message or reason)."""
     other = ws.new_context(context_id=name)
     objects: list[tuple[str, Any]] = [
-        ("error message", toolfs.FsError(f"vetoed: {name}", code="denied", path=name)),
+        ("error message", toolfs.FsError("denied", f"vetoed: {name}", name)),
         ("empty workspace", other),
     ]
     try:
@@ -311,7 +311,7 @@ def test_ipython_shows_markdown_and_html_once_registered(ws: toolfs.Workspace) -
     assert display.register(shell) is True
     ws.write("e.txt", "e\n")
     for obj in (ws.read("e.txt"), ws.execute("read", {"file_path": "nope.txt"}),
-                toolfs.FsError("s", code="stale", path="e.txt"), ws.audit, ws.audit.events[0], ws):
+                toolfs.FsError("stale", "s", "e.txt"), ws.audit, ws.audit.events[0], ws):
         data, _ = shell.display_formatter.format(obj)
         assert data["text/markdown"] == display.markdown(obj)
         assert data["text/html"] == display.html(obj)

@@ -101,7 +101,7 @@ HOSTILE_CELLS = [
     "ws.read(names[1])",
     "ws.edit(names[2], 'one', 'two')",
     "ws.new_context().execute('write', {'file_path': names[0], 'content': 'x'})",
-    "toolfs.FsError('vetoed: ' + names[6], code='denied', path=names[5])",
+    "toolfs.FsError('denied', 'vetoed: ' + names[6], names[5])",
     "ws.audit",
     "ws.audit.events[-1]",
     "ws",
