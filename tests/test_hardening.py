@@ -5,14 +5,13 @@ masking, non-regular files and local write details. Contract tests run on every 
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import os
 import pathlib
 import socket
 import stat
 import threading
 import traceback
-from collections.abc import Iterator
 from typing import Any
 
 import fsspec
@@ -262,16 +261,14 @@ def test_deny_rules_fold_case_where_the_filesystem_does(tmp_path: pathlib.Path) 
 # -- item 8: non-regular files never block -------------------------------------------------
 
 
-@contextlib.contextmanager
-def _bounded(seconds: float = 20.0) -> Iterator[list[Any]]:
-    """Run the body's calls in a thread; fail (rather than hang) if they block."""
+def _bounded(fn: Any, seconds: float = 20.0) -> Any:
+    """Run ``fn`` in a thread; fail (rather than hang) if it blocks."""
     box: list[Any] = []
-    yield box
-    fn = box.pop()
     t = threading.Thread(target=lambda: box.append(fn()), daemon=True)
     t.start()
     t.join(seconds)
     assert not t.is_alive(), "the call blocked on a non-regular file"
+    return box[0]
 
 
 def test_fifos_and_sockets_are_not_files_and_never_block(tmp_path: pathlib.Path) -> None:
@@ -285,14 +282,11 @@ def test_fifos_and_sockets_are_not_files_and_never_block(tmp_path: pathlib.Path)
         for name in ("pipe", "sock"):
             for tool, args in (("read", {}), ("write", {"content": "x"}),
                                ("edit", {"old_string": "a", "new_string": "b"})):
-                with _bounded() as box:
-                    box.append(lambda: ws.execute(tool, {"file_path": name, **args}))
-                out = box[0]
+                out = _bounded(functools.partial(ws.execute, tool, {"file_path": name, **args}))
                 assert out.error is not None and out.error.code == "not_a_file", out.text
         # the directory lock was never left held: a normal write next to them works
-        with _bounded() as box:
-            box.append(lambda: ws.execute("write", {"file_path": "ok.txt", "content": "x"}))
-        assert box[0].error is None
+        out = _bounded(lambda: ws.execute("write", {"file_path": "ok.txt", "content": "x"}))
+        assert out.error is None
         assert stat.S_ISFIFO(os.lstat(root / "pipe").st_mode)
     finally:
         sock.close()

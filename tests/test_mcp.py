@@ -35,7 +35,7 @@ from toolfs.integrations.mcp_server import ToolfsMCP, endpoint_url, output_schem
 from toolfs.redact import Redactor
 from toolfs.schemas import ANNOTATIONS, tool_definitions
 
-TOKEN = "test-token-5f2a"
+TOKEN = "test-token-5f2a-77c1e0"
 SECRET = "S3CR3T-do-not-leak-9431"
 
 
@@ -507,3 +507,125 @@ async def test_in_process_parallel_edits_in_one_session_are_forced_to_overlap() 
             f"the slow edit was derived from the version before the fast edit and must "
             f"be stale, but answered {_text(results['slow'])!r}")
         assert final == _big(rows).replace("END\n", "FAST\nEND\n")
+
+
+# -- HTTP: bearer scheme, token strength, session limit -----------------------------------
+
+_PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+
+
+def _initialize(url: str, **headers: str) -> httpx2.Response:
+    """A raw ``initialize`` without a session id: the request that opens a session."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "toolfs-tests", "version": "1"}}}
+    return httpx2.post(url, json=body, headers={
+        "Authorization": f"Bearer {TOKEN}", "Accept": "application/json, text/event-stream",
+        **headers})
+
+
+@asynccontextmanager
+async def _http_with(url: str, authorization: str) -> AsyncIterator[Client]:
+    async with httpx2.AsyncClient(headers={"Authorization": authorization}) as http, \
+            Client(streamable_http_client(url, http_client=http)) as client:
+        yield client
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("scheme", ["bearer", "BEARER", "BeArEr"])
+async def test_http_bearer_scheme_is_case_insensitive(http_url: str, scheme: str) -> None:
+    async with _http_with(http_url, f"{scheme} {TOKEN}") as client:
+        wrote = await client.call_tool("write", {"file_path": f"{scheme}.txt", "content": "1"})
+    assert not wrote.is_error
+
+
+@pytest.mark.parametrize("authorization", [
+    f"bearer {TOKEN[:-1]}", f"BEARER {TOKEN}x", f"Basic {TOKEN}", f"Bearer{TOKEN}", TOKEN,
+    f"Bearer {TOKEN.upper()}", "bearer", "",
+])
+def test_http_refuses_wrong_tokens_whatever_the_scheme_case(http_url: str,
+                                                           authorization: str) -> None:
+    response = httpx2.post(http_url, json=_PING, headers={"Authorization": authorization})
+    assert response.status_code == 401
+    assert response.json()["error"] == "unauthorized"
+
+
+@pytest.mark.parametrize("token", ["", "short", "x" * 15, "sixteen chars ok", "tökén-long-enough"])
+def test_http_app_refuses_weak_or_unsendable_tokens(token: str) -> None:
+    server = ToolfsMCP(toolfs.Workspace("memory://toolfs-mcp-weak"))
+    with pytest.raises(ValueError, match="bearer token") as info:
+        server.http_app(token=token)
+    if token:
+        assert token not in str(info.value)
+    with pytest.raises(ValueError, match="bearer token"):
+        server.serve_http(token=token, port=0)  # refused before anything is bound
+
+
+def test_http_app_accepts_a_sixteen_character_token() -> None:
+    server = ToolfsMCP(toolfs.Workspace("memory://toolfs-mcp-16"))
+    assert server.http_app(token="x" * 16) is not None
+    with pytest.raises(ValueError, match="max_sessions"):
+        server.http_app(token=TOKEN, max_sessions=0)
+
+
+@pytest.mark.parametrize(("argv", "env", "says"), [
+    (["--token", "short"], {}, "--token: the bearer token is 5 characters; use at least 16"),
+    ([], {"TOOLFS_TOKEN": "tooshort-123"}, "TOOLFS_TOKEN: the bearer token is 12 characters"),
+    (["--token", TOKEN, "--max-sessions", "0"], {}, "--max-sessions must be at least 1"),
+])
+def test_cli_refuses_weak_tokens_with_a_usage_line(
+        argv: list[str], env: dict[str, str], says: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from toolfs.integrations.cli import main
+
+    monkeypatch.delenv("TOOLFS_TOKEN", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    status = main(["serve", "memory://toolfs-mcp-cli", "--transport", "http", "--port", "0",
+                   *argv])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.count("\n") == 1 and err.startswith("toolfs serve: error: "), err
+    assert says in err
+    assert "short" not in err and "tooshort-123" not in err
+
+
+def test_cli_max_sessions_needs_the_http_transport(capsys: pytest.CaptureFixture[str]) -> None:
+    from toolfs.integrations.cli import main
+
+    assert main(["serve", "memory://toolfs-mcp-cli", "--max-sessions", "3"]) == 2
+    assert "--max-sessions applies to --transport http only" in capsys.readouterr().err
+
+
+@pytest.mark.anyio
+async def test_http_session_limit_refuses_clearly_and_frees_closed_slots() -> None:
+    server = ToolfsMCP(toolfs.Workspace("memory://toolfs-mcp-limit"))
+    with _uvicorn_thread(server.http_app(token=TOKEN, max_sessions=2)) as url:
+        async with _http(url) as a:
+            async with _http(url) as b:
+                for client in (a, b):
+                    await client.call_tool("write", {"file_path": "x.txt", "content": "x"})
+                assert server.session_contexts == 2
+                refused = await anyio.to_thread.run_sync(_initialize, url)
+                assert refused.status_code == 503
+                assert refused.headers["retry-after"] == "30"
+                error = refused.json()["error"]
+                assert "already has 2 open MCP sessions, its limit" in error["message"]
+                assert error["data"] == {"reason": "too_many_sessions", "max_sessions": 2}
+                # An established session keeps working at the limit.
+                assert not (await a.call_tool("read", {"file_path": "x.txt"})).is_error
+                with pytest.raises(Exception):  # noqa: B017 - the SDK wraps the 503
+                    async with _http(url):
+                        pass
+            # b closed its session (DELETE): its slot and its context are free again.
+            deadline = time.monotonic() + 10
+            while server.session_contexts > 1 and time.monotonic() < deadline:
+                await anyio.sleep(0.05)
+            assert server.session_contexts == 1
+            async with _http(url) as c:
+                third = await c.call_tool("read", {"file_path": "x.txt"})
+                assert not third.is_error
+        deadline = time.monotonic() + 10
+        while server.session_contexts and time.monotonic() < deadline:
+            await anyio.sleep(0.05)
+        assert server.session_contexts == 0

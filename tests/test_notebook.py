@@ -87,3 +87,45 @@ def test_notebook_on_the_s3_emulator(tmp_path: pathlib.Path, s3_endpoint: str) -
     ran = outputs(execute(tmp_path))
     check_story(ran, "S3")
     assert "version `etag:" in "\n".join(body for cell in ran for _, body in cell)
+
+
+# -- hostile names in a real kernel ---------------------------------------------------
+
+HOSTILE_CELLS = [
+    "import toolfs\n"
+    "names = ['<img src=x onerror=alert(1)>.md', 'a`b``c.md', 'p|i|pe.md', 'new\\nline.md',\n"
+    "         '*star* _under_.md', '[x](javascript:alert(1)).md', '<script>alert(1)</script>']\n"
+    "ws = toolfs.Workspace('memory://toolfs-notebook-hostile', context_id='<b>ctx</b>')\n"
+    "results = [ws.write(n, 'one\\n') for n in names]",
+    "results[0]",
+    "ws.read(names[1])",
+    "ws.edit(names[2], 'one', 'two')",
+    "ws.new_context().execute('write', {'file_path': names[0], 'content': 'x'})",
+    "toolfs.FsError('denied', 'vetoed: ' + names[6], names[5])",
+    "ws.audit",
+    "ws.audit.events[-1]",
+    "ws",
+]
+
+
+def test_hostile_names_display_as_text_in_a_kernel(tmp_path: pathlib.Path) -> None:
+    from tests.test_display import check_html, check_markdown
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in HOSTILE_CELLS])
+    nbclient.NotebookClient(nb, kernel_name="python3", timeout=120, record_timing=False,
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    shown = [out for cell in nb.cells for out in cell.outputs]
+    assert all(out.output_type == "execute_result" for out in shown), shown
+    assert len(shown) == len(HOSTILE_CELLS) - 1
+    for out in shown:  # `import toolfs` alone registered both views
+        check_markdown(out.data["text/markdown"])
+        check_html(out.data["text/html"])
+        assert "<img" not in out.data["text/html"] and "<script" not in out.data["text/html"]
+    assert "&lt;img src=x onerror=alert(1)&gt;.md" in shown[0].data["text/html"]
+
+    if importlib.util.find_spec("nbconvert") is not None:  # the export that went wrong
+        from nbconvert import HTMLExporter
+
+        page, _ = HTMLExporter(template_name="basic").from_notebook_node(nb)
+        assert "<img src=x" not in page and "<script>alert(1)" not in page
+        assert "<b>ctx</b>" not in page

@@ -7,11 +7,16 @@
 Names are loaded on first use: the pytest plugin lives in this package, so every pytest
 run in an environment with toolfs installed imports it, and should not pay for pydantic
 models and fsspec it does not use.
+
+In IPython (a Jupyter kernel), importing toolfs registers the notebook views of
+:mod:`toolfs.display`; ``%load_ext toolfs`` does the same for a shell started later.
+The core modules know nothing of notebooks: display sits above them.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -62,3 +67,23 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return [*__all__, "__version__"]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext toolfs``: show toolfs objects as Markdown and HTML in this shell."""
+    from toolfs.display import register
+
+    register(ipython)
+
+
+def _register_display() -> None:
+    """Register the notebook views when an IPython shell is running (never imports it)."""
+    ipython = sys.modules.get("IPython")
+    get_ipython = getattr(ipython, "get_ipython", None)
+    if get_ipython is not None and get_ipython() is not None:
+        from toolfs.display import register
+
+        register()
+
+
+_register_display()

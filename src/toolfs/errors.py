@@ -19,7 +19,9 @@ derives from it, so ordinary ``except FileNotFoundError`` code keeps working::
     ├── BackendError      (OSError)           backend_error
     └── Unsupported       (NotImplementedError) unsupported
 
-Build errors with :func:`fs_error` (or the subclasses directly); foreign exceptions
+Build errors with ``FsError(code, message, path, details)`` (positional or keyword; it
+returns the subclass of ``code``), :func:`fs_error`, or a subclass directly
+(``Stale(message, path=..., details=...)``); foreign exceptions
 are translated at the boundary with ``raise fs_error(...) from exc`` so the cause is
 kept as ``__cause__``.
 """
@@ -64,8 +66,23 @@ ADVICE: dict[str, str] = {
 }
 
 
-class FsError(Exception):
+class _ByCode(type):
+    """Metaclass of :class:`FsError`: ``FsError(code, ...)`` builds the class of ``code``."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is FsError:
+            code, message, path, details = _base_arguments(*args, **kwargs)
+            return _BY_CODE[code](message, path=path, details=details)
+        return super().__call__(*args, **kwargs)
+
+
+class FsError(Exception, metaclass=_ByCode):
     """A tool-level failure with a stable ``code``.
+
+    ``FsError(code, message, path=None, details=None)``, positional or keyword, builds the
+    subclass of ``code`` (``FsError("stale", "...")`` is a :class:`Stale`, so also a
+    ``PermissionError``). The subclasses take the message first:
+    ``Stale("...", path=..., details=...)``.
 
     Attributes:
         code: one of :data:`ERROR_CODES`.
@@ -78,16 +95,14 @@ class FsError(Exception):
 
     def __init__(
         self,
+        code: ErrorCode,
         message: str,
-        *,
         path: str | None = None,
         details: dict[str, Any] | None = None,
-        code: ErrorCode | None = None,
     ) -> None:
-        if code is not None:
-            self.code = code
-        if self.code not in ERROR_CODES:  # pragma: no cover - guarded by Literal
-            raise ValueError(f"unknown error code {self.code!r}")
+        if code not in ERROR_CODES:
+            raise ValueError(f"unknown error code {code!r}")
+        self.code = code
         self.message = message
         self.path = path
         self.details: dict[str, Any] = dict(details or {})
@@ -113,65 +128,88 @@ class FsError(Exception):
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (self.code, self.message, self.path, self.details))
 
-    def _repr_markdown_(self) -> str:
-        from toolfs.display import error_markdown
 
-        return error_markdown(self)
+def _base_arguments(
+    code: ErrorCode, message: str, path: str | None = None,
+    details: dict[str, Any] | None = None,
+) -> tuple[ErrorCode, str, str | None, dict[str, Any] | None]:
+    """The arguments of ``FsError(code, message, path, details)``, checked."""
+    if code not in _BY_CODE:
+        raise ValueError(f"unknown error code {code!r}; expected one of "
+                         f"{', '.join(sorted(ERROR_CODES))}")
+    return code, message, path, details
 
 
-class InvalidArguments(FsError, ValueError):
+class _Coded(FsError):
+    """A subclass with a fixed code: ``Cls(message, *, path=None, details=None)``."""
+
+    def __init__(  # the code is the class's, so the message comes first
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        details: dict[str, Any] | None = None,
+        code: ErrorCode | None = None,
+    ) -> None:
+        if code is not None and code != type(self).code:
+            raise ValueError(f"{type(self).__name__} has code {type(self).code!r}, not "
+                             f"{code!r}; use FsError({code!r}, ...) or fs_error()")
+        super().__init__(type(self).code, message, path, details)
+
+
+class InvalidArguments(_Coded, ValueError):
     code = "invalid_arguments"
 
 
-class NotFound(FsError, FileNotFoundError):
+class NotFound(_Coded, FileNotFoundError):
     code = "not_found"
 
 
-class NotAFile(FsError, IsADirectoryError):
+class NotAFile(_Coded, IsADirectoryError):
     code = "not_a_file"
 
 
-class NotText(FsError, ValueError):
+class NotText(_Coded, ValueError):
     code = "not_text"
 
 
-class TooLarge(FsError, ValueError):
+class TooLarge(_Coded, ValueError):
     code = "too_large"
 
 
-class NotObserved(FsError, PermissionError):
+class NotObserved(_Coded, PermissionError):
     code = "not_observed"
 
 
-class Stale(FsError, PermissionError):
+class Stale(_Coded, PermissionError):
     code = "stale"
 
 
-class NoMatch(FsError, ValueError):
+class NoMatch(_Coded, ValueError):
     code = "no_match"
 
 
-class AmbiguousMatch(FsError, ValueError):
+class AmbiguousMatch(_Coded, ValueError):
     code = "ambiguous_match"
 
 
-class OutsideRoot(FsError, PermissionError):
+class OutsideRoot(_Coded, PermissionError):
     code = "outside_root"
 
 
-class Denied(FsError, PermissionError):
+class Denied(_Coded, PermissionError):
     code = "denied"
 
 
-class BackendError(FsError, OSError):
+class BackendError(_Coded, OSError):
     code = "backend_error"
 
 
-class Unsupported(FsError, NotImplementedError):
+class Unsupported(_Coded, NotImplementedError):
     code = "unsupported"
 
 
-_BY_CODE: dict[str, type[FsError]] = {
+_BY_CODE: dict[str, type[_Coded]] = {
     cls.code: cls
     for cls in (InvalidArguments, NotFound, NotAFile, NotText, TooLarge, NotObserved, Stale,
                 NoMatch, AmbiguousMatch, OutsideRoot, Denied, BackendError, Unsupported)

@@ -18,11 +18,6 @@ from toolfs.versions import FileVersion
 class _Result(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    def _repr_markdown_(self) -> str:
-        from toolfs.display import result_markdown
-
-        return result_markdown(self)
-
 
 class ReadResult(_Result):
     """What ``read`` returned."""
@@ -98,11 +93,3 @@ class ToolOutput:
             return {"ok": False, "error": self.error.to_dict()}
         assert self.value is not None
         return {"ok": True, "result": self.value.model_dump(mode="json")}
-
-    def _repr_markdown_(self) -> str:
-        from toolfs.display import error_markdown, result_markdown
-
-        if self.error is not None:
-            return error_markdown(self.error)
-        assert self.value is not None
-        return result_markdown(self.value)

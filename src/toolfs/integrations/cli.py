@@ -114,7 +114,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="HTTP interface to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None,
                        help="HTTP port (default: 8765; 0 picks a free one)")
-    serve.add_argument("--token", help=f"HTTP bearer token (default: ${TOKEN_ENV})")
+    serve.add_argument("--token", help=f"HTTP bearer token, at least 16 characters "
+                       f"(default: ${TOKEN_ENV})")
+    serve.add_argument("--max-sessions", type=int, default=None, metavar="N",
+                       help="HTTP: most MCP sessions open at once (default: 64); each keeps "
+                       "a ledger and a content cache")
     serve.set_defaults(command=_serve, name="serve")
     return parser
 
@@ -159,8 +163,24 @@ def _serve(args: argparse.Namespace) -> int:
                          f"{TOKEN_ENV}")
     if args.transport == "stdio" and (args.host, args.port, args.token) != (None, None, None):
         raise UsageError("--host, --port and --token apply to --transport http only")
+    if args.transport == "stdio" and args.max_sessions is not None:
+        raise UsageError("--max-sessions applies to --transport http only")
+    if args.max_sessions is not None and args.max_sessions < 1:
+        raise UsageError("--max-sessions must be at least 1")
 
-    from toolfs.integrations.mcp_server import DEFAULT_PORT, ToolfsMCP
+    from toolfs.integrations.mcp_server import (
+        DEFAULT_MAX_SESSIONS,
+        DEFAULT_PORT,
+        ToolfsMCP,
+        check_token,
+    )
+
+    if args.transport == "http":
+        try:
+            check_token(token or "")
+        except ValueError as exc:
+            source = "--token" if args.token else TOKEN_ENV
+            raise UsageError(f"{source}: {exc}") from None
     from toolfs.workspace import Workspace
 
     workspace = Workspace(args.url, options or None, root=args.root,
@@ -176,7 +196,8 @@ def _serve(args: argparse.Namespace) -> int:
                   "(Authorization: Bearer <token>)", file=sys.stderr, flush=True)
 
         server.serve_http(token=token or "", host=args.host or "127.0.0.1",
-                          port=DEFAULT_PORT if args.port is None else args.port, ready=ready)
+                          port=DEFAULT_PORT if args.port is None else args.port,
+                          max_sessions=args.max_sessions or DEFAULT_MAX_SESSIONS, ready=ready)
     return 0
 
 

@@ -9,6 +9,9 @@
   ``Error [code]``, never a protocol error;
 * each MCP session is its own execution context (its own ledger of observed files): one
   per streamable-HTTP session, one for the whole stream on stdio;
+* over HTTP, a bearer token of at least 16 characters is required (scheme matched
+  case-insensitively, token in constant time), and at most ``max_sessions`` (64) sessions
+  are open at once;
 * tools run on :class:`toolfs.AsyncWorkspace`, so a slow backend call in one session does
   not hold up the others.
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -33,7 +37,7 @@ try:
     from mcp.shared.exceptions import MCPError
     from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
     from starlette.responses import JSONResponse
-    from starlette.types import ASGIApp, Receive, Scope, Send
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 except ImportError as exc:
     raise ImportError("the toolfs MCP server needs the MCP SDK: pip install 'toolfs[mcp]'"
                       ) from exc
@@ -45,9 +49,13 @@ from toolfs.results import EditResult, ReadResult, WriteResult
 from toolfs.schemas import ARGS_MODELS, input_schema, tool_definitions
 from toolfs.workspace import AsyncWorkspace, Workspace
 
-__all__ = ["BearerAuth", "ToolError", "ToolfsMCP", "endpoint_url", "mcp_tools", "output_schema"]
+__all__ = ["BearerAuth", "SessionLimit", "ToolError", "ToolfsMCP", "check_token", "endpoint_url",
+           "mcp_tools", "output_schema"]
 
 DEFAULT_PORT = 8765
+DEFAULT_MAX_SESSIONS = 64
+"""Live streamable-HTTP sessions a server keeps at once; each holds a ledger and a cache."""
+MIN_TOKEN_LENGTH = 16
 _CONTEXT_KEY = "toolfs.context"
 _RESULT_MODELS: dict[str, type[BaseModel]] = {
     "read": ReadResult, "write": WriteResult, "edit": EditResult,
@@ -112,6 +120,7 @@ class ToolfsMCP:
         self.redact = redact or Redactor()
         self.tools = mcp_tools()
         self._stream_context: AsyncWorkspace | None = None
+        self._session_contexts: set[AsyncWorkspace] = set()
         self.server: Server[Any] = Server(
             name, version=__version__, instructions=_INSTRUCTIONS,
             on_list_tools=self._list_tools, on_call_tool=self._call_tool,
@@ -156,7 +165,8 @@ class ToolfsMCP:
             if context is None:
                 context = self.workspace.new_context()
                 connection.state[_CONTEXT_KEY] = context
-                connection.exit_stack.callback(context.close)
+                self._session_contexts.add(context)
+                connection.exit_stack.callback(self._end_session, context)
             return context
         if ctx.request is None:  # stdio: the process serves exactly one client
             if self._stream_context is None:
@@ -165,6 +175,16 @@ class ToolfsMCP:
         raise MCPError(types.INVALID_REQUEST,
                        "toolfs keeps what each agent has read per MCP session; open a session "
                        "(initialize handshake) instead of sending stateless requests")
+
+    def _end_session(self, context: AsyncWorkspace) -> None:
+        """The session ended (closed, expired or dropped): release its context."""
+        self._session_contexts.discard(context)
+        context.close()
+
+    @property
+    def session_contexts(self) -> int:
+        """How many HTTP sessions currently hold an execution context (a ledger)."""
+        return len(self._session_contexts)
 
     # -- transports ---------------------------------------------------------------
 
@@ -179,29 +199,41 @@ class ToolfsMCP:
             if self._stream_context is not None:
                 self._stream_context.close()
 
-    def http_app(self, *, token: str, host: str = "127.0.0.1", path: str = "/mcp") -> ASGIApp:
-        """The streamable-HTTP ASGI app, answering 401 to requests without ``token``."""
-        if not token:
-            raise ValueError("the HTTP transport needs a bearer token")
-        app = self.server.streamable_http_app(streamable_http_path=path, host=host)
-        return BearerAuth(app, token)
+    def http_app(self, *, token: str, host: str = "127.0.0.1", path: str = "/mcp",
+                 max_sessions: int = DEFAULT_MAX_SESSIONS) -> ASGIApp:
+        """The streamable-HTTP ASGI app, answering 401 to requests without ``token``.
+
+        ``token`` must be at least :data:`MIN_TOKEN_LENGTH` characters (see
+        :func:`check_token`). At most ``max_sessions`` MCP sessions are open at once
+        (each holds a ledger and a content cache); past that, a request to open another
+        is answered 503 with a JSON-RPC error saying so, until a session ends (the client
+        closes it, or it is idle for 30 minutes).
+        """
+        check_token(token)
+        if max_sessions < 1:
+            raise ValueError(f"max_sessions must be at least 1, not {max_sessions}")
+        app = self.server.streamable_http_app(streamable_http_path=path, host=host,
+                                              max_sessions=max_sessions)
+        return BearerAuth(SessionLimit(app, max_sessions), token)
 
     def serve_http(self, *, token: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+                   max_sessions: int = DEFAULT_MAX_SESSIONS,
                    ready: Callable[[str], None] | None = None) -> None:
         """Serve streamable HTTP until interrupted; ``port=0`` picks a free port.
 
-        ``ready`` receives the endpoint URL once the socket is listening.
+        ``ready`` receives the endpoint URL once the socket is listening. ``token`` and
+        ``max_sessions`` are checked (see :meth:`http_app`) before anything is bound.
         """
         import uvicorn
 
+        app = self.http_app(token=token, host=host, max_sessions=max_sessions)
+        config = uvicorn.Config(app, log_config=None, log_level="warning", lifespan="on")
         # Bind here rather than in uvicorn, so the real port is known for port 0.
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.create_server((host, port), family=family)
-        config = uvicorn.Config(self.http_app(token=token, host=host), log_config=None,
-                                log_level="warning", lifespan="on")
-        if ready is not None:
-            ready(endpoint_url(host, sock.getsockname()[1]))
         try:
+            if ready is not None:
+                ready(endpoint_url(host, sock.getsockname()[1]))
             uvicorn.Server(config).run(sockets=[sock])
         finally:
             sock.close()
@@ -217,18 +249,40 @@ def endpoint_url(host: str, port: int, path: str = "/mcp") -> str:
     return f"http://{shown}:{port}{path}"
 
 
+def check_token(token: str) -> None:
+    """Refuse a bearer token that is too short to resist guessing, or that an HTTP header
+    cannot carry; the message never quotes the token."""
+    if not token:
+        raise ValueError("the HTTP transport needs a bearer token")
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise ValueError(f"the bearer token is {len(token)} characters; use at least "
+                         f"{MIN_TOKEN_LENGTH} (e.g. openssl rand -hex 32)")
+    if not (token.isascii() and token.isprintable()) or " " in token:
+        raise ValueError("the bearer token must be printable ASCII without spaces")
+
+
 class BearerAuth:
-    """ASGI middleware: answer 401 unless ``Authorization: Bearer <token>`` is present."""
+    """ASGI middleware: answer 401 unless ``Authorization: Bearer <token>`` is present.
+
+    The scheme is matched case-insensitively (RFC 7235: ``bearer`` and ``BEARER`` too);
+    the token is compared in constant time.
+    """
 
     def __init__(self, app: ASGIApp, token: str) -> None:
+        check_token(token)
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = token.encode()
+
+    def _authorized(self, header: bytes) -> bool:
+        scheme, _, credentials = header.partition(b" ")
+        # Compare whatever was sent, so timing tells nothing about how close it came.
+        token_ok = hmac.compare_digest(credentials.strip(b" "), self._expected)
+        return token_ok and scheme.lower() == b"bearer"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
-            # Constant time, so the token cannot be guessed byte by byte from timings.
-            if not hmac.compare_digest(given, self._expected):
+            if not self._authorized(given):
                 response = JSONResponse(
                     {"error": "unauthorized",
                      "error_description": "send Authorization: Bearer <token>"},
@@ -236,3 +290,59 @@ class BearerAuth:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+class SessionLimit:
+    """ASGI middleware: say why a new MCP session is refused at the session limit.
+
+    The SDK's session manager enforces ``max_sessions`` (answering 503 "Too many open
+    sessions"); this replaces that answer's JSON-RPC error with one that names the limit
+    and what frees a slot, and adds ``Retry-After``.
+    """
+
+    def __init__(self, app: ASGIApp, max_sessions: int, retry_after: int = 30) -> None:
+        self.app = app
+        self.max_sessions = max_sessions
+        self.retry_after = retry_after
+
+    def _refusal(self) -> bytes:
+        message = (f"toolfs: this server already has {self.max_sessions} open MCP sessions, "
+                   "its limit (each keeps a ledger of what its agent read, and a content "
+                   "cache); close a session (HTTP DELETE) or wait for an idle one to expire, "
+                   "then retry")
+        return json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+            "code": types.INTERNAL_ERROR, "message": message,
+            "data": {"reason": "too_many_sessions", "max_sessions": self.max_sessions}}},
+        ).encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        opens_session = (scope["type"] == "http" and scope["method"] == "POST"
+                         and not any(k == b"mcp-session-id" for k, _ in scope["headers"]))
+        if not opens_session:
+            await self.app(scope, receive, send)
+            return
+        held: list[Message] = []
+
+        async def answer(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 503:
+                held.append(message)  # wait for the body to tell why
+                return
+            if not held:
+                await send(message)
+                return
+            held.append(message)
+            if message.get("more_body"):
+                return
+            body = b"".join(m.get("body", b"") for m in held[1:])
+            start = held[0]
+            if b"Too many open sessions" in body:
+                body = self._refusal()
+                headers = [(k, v) for k, v in start["headers"] if k != b"content-length"]
+                start = {**start, "headers": [*headers,
+                                              (b"content-length", str(len(body)).encode()),
+                                              (b"retry-after", str(self.retry_after).encode())]}
+            held.clear()
+            await send(start)
+            await send({"type": "http.response.body", "body": body})
+
+        await self.app(scope, receive, answer)

@@ -73,8 +73,3 @@ class AuditLog:
             "after": e.version_after.short if e.version_after else "",
             "reason": e.reason or "",
         } for e in self.events]
-
-    def _repr_markdown_(self) -> str:
-        from toolfs.display import table_markdown
-
-        return table_markdown(self.rows())
