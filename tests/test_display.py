@@ -38,7 +38,7 @@ def test_read_result_shows_path_version_and_numbered_lines(ws: toolfs.Workspace)
     assert md.endswith("```text\n     1\tx = 1\n     2\ty = 2\n```")
     # The view is the model's text, footer included for a partial read.
     partial = markdown(ws.read("a.py", limit=1))
-    assert "(Showing lines 1-1 of 2. Use offset=2 to continue.)" in partial
+    assert "(Showing line 1 of 2. Use offset=2 to continue.)" in partial
 
 
 def test_fences_grow_around_content_with_backticks(ws: toolfs.Workspace) -> None:

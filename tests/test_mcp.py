@@ -25,7 +25,7 @@ import pytest
 import uvicorn
 from fsspec.implementations.memory import MemoryFileSystem
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -59,7 +59,11 @@ def _stdio(*args: str, command: str | None = None) -> StdioServerParameters:
     argv = _serve_command(*args)
     if command is not None:
         argv = [command, *argv[3:]]
-    return StdioServerParameters(command=argv[0], args=argv[1:])
+    # The SDK passes the child only a few variables; without PYTHONPATH it would import
+    # the installed toolfs rather than the one under test.
+    src = os.path.dirname(os.path.dirname(toolfs.__file__))
+    return StdioServerParameters(command=argv[0], args=argv[1:],
+                                 env={**get_default_environment(), "PYTHONPATH": src})
 
 
 @pytest.mark.anyio
@@ -629,3 +633,58 @@ async def test_http_session_limit_refuses_clearly_and_frees_closed_slots() -> No
         while server.session_contexts and time.monotonic() < deadline:
             await anyio.sleep(0.05)
         assert server.session_contexts == 0
+
+
+# -- what reaches the client: valid Unicode, within the output budget ---------------------
+
+
+@pytest.mark.anyio
+async def test_stdio_survives_an_undecodable_file_name(tmp_path: Path) -> None:
+    # A latin-1 name: os.listdir hands it over as "caf\udce9.txt" (a lone surrogate).
+    os.close(os.open(os.fsencode(tmp_path) + b"/caf\xe9.txt", os.O_CREAT | os.O_WRONLY, 0o644))
+    (tmp_path / "notes.md").write_text("hello\n")
+    with anyio.fail_after(60):  # a dead server would leave the client waiting forever
+        async with Client(_stdio(str(tmp_path))) as client:
+            missing = await client.call_tool("read", {"file_path": "cafe.txt"})
+            later = await client.call_tool("read", {"file_path": "notes.md"})
+    assert missing.is_error
+    assert "Did you mean: caf\\udce9.txt?" in _text(missing)
+    assert missing.structured_content["error"]["details"]["did_you_mean"] == ["caf\\udce9.txt"]
+    assert _text(later) == "     1\thello"
+
+
+@pytest.mark.anyio
+async def test_http_answers_a_call_that_meets_an_undecodable_name() -> None:
+    fs = MemoryFileSystem()
+    root = "/toolfs-mcp-surrogate"
+    fs.pipe(f"{root}/caf\udce9.txt", b"")
+    fs.pipe(f"{root}/notes.md", b"hello\n")
+    app = ToolfsMCP(toolfs.Workspace(fs, root=root)).http_app(token=TOKEN)
+    with _uvicorn_thread(app) as url, anyio.fail_after(60):
+        async with _http(url) as client:
+            missing = await client.call_tool("read", {"file_path": "cafe.txt"})
+            later = await client.call_tool("read", {"file_path": "notes.md"})
+    assert "Did you mean: caf\\udce9.txt?" in _text(missing)
+    assert _text(later) == "     1\thello"
+
+
+@pytest.mark.anyio
+async def test_structured_content_stays_within_the_output_budget() -> None:
+    workspace = toolfs.Workspace("memory://toolfs-mcp-budget", max_output_chars=20_000)
+    workspace.write("one-line.txt", "z" * (2 * 1024 * 1024))
+    workspace.write("wide.txt", "".join(f"{i:05d} " + "w" * 200 + "\n" for i in range(2000)))
+    async with _in_process(workspace) as client:
+        long = await client.call_tool("read", {"file_path": "one-line.txt"})
+        wide = await client.call_tool("read", {"file_path": "wide.txt"})
+    for result in (long, wide):
+        assert not result.is_error
+        assert len(_text(result)) <= 20_000
+        assert len(json.dumps(result.structured_content)) <= 20_000
+        jsonschema.validate(result.structured_content, output_schema("read"))
+        # The structured lines are the lines of the text, cut alike.
+        lines = result.structured_content["result"]["lines"]
+        shown = _text(result).split("\n\n")[0].split("\n")
+        assert [s.split("\t", 1)[1] for s in shown] == lines
+        assert result.structured_content["result"]["truncated"] is True
+    assert _text(wide).endswith(
+        f"Use offset={len(wide.structured_content['result']['lines']) + 1} to continue.)")

@@ -1,63 +1,325 @@
-"""Projection of canonical results and errors to the text the model reads."""
+"""Projection of canonical results and errors to what the model reads.
+
+Everything the model gets -- :attr:`ToolOutput.text` and the structured content of
+:meth:`ToolOutput.to_dict` -- is cut here to one character budget (``max_output_chars``,
+default :data:`MAX_OUTPUT_CHARS`): a read shows whole lines only and ends, when cut, with
+the offset to continue at; long lines, long paths, long messages and long lists are cut
+with a visible marker. The structured content carries no more than the text shows.
+The canonical values (``ws.read()``, ``ToolOutput.value``) are never cut.
+"""
 
 from __future__ import annotations
 
-from toolfs.errors import FsError
-from toolfs.results import EditResult, ReadResult, ToolResult, WriteResult
+import json
+from dataclasses import dataclass
+from typing import Any
 
+from toolfs.errors import FsError, fs_error
+from toolfs.escaping import escape_undecodable, escape_undecodable_data
+from toolfs.results import (
+    MAX_OUTPUT_CHARS,
+    EditResult,
+    ReadResult,
+    ToolOutput,
+    ToolResult,
+    WriteResult,
+)
+
+__all__ = ["MAX_LINE_CHARS", "MAX_OUTPUT_CHARS", "MIN_OUTPUT_CHARS", "bound_text",
+           "check_output_budget", "number_line", "render_edit", "render_error",
+           "render_output", "render_read", "render_result", "render_write",
+           "structured_content"]
+MIN_OUTPUT_CHARS = 1_000
+"""The smallest budget accepted: one cut line and a footer always fit."""
 MAX_LINE_CHARS = 2000
+"""A longer line is cut in the output (``[line truncated: ...]``)."""
+MAX_LISTED = 100
+"""At most this many line numbers are listed (edit results, error details)."""
+MAX_PATH_CHARS = 1000
+MAX_MESSAGE_CHARS = 4000
+_FOOTER_ROOM = 300  # kept free for the footer when a body is cut to the budget
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """The per-part limits that keep one output within ``total`` characters."""
+
+    total: int
+
+    @property
+    def line(self) -> int:
+        return min(MAX_LINE_CHARS, self.total // 2)
+
+    @property
+    def path(self) -> int:
+        return min(MAX_PATH_CHARS, self.total // 5)
+
+    @property
+    def message(self) -> int:
+        return min(MAX_MESSAGE_CHARS, self.total // 2)
+
+    @property
+    def listed(self) -> int:
+        return min(MAX_LISTED, self.total // 50)
+
+
+def check_output_budget(max_chars: object) -> int:
+    """``max_chars`` if it is a usable budget, else ``invalid_arguments``."""
+    if isinstance(max_chars, bool) or not isinstance(max_chars, int) \
+            or max_chars < MIN_OUTPUT_CHARS:
+        raise fs_error("invalid_arguments", f"max_output_chars must be an integer of at least "
+                       f"{MIN_OUTPUT_CHARS}, not {str(max_chars)[:50]!r}")
+    return max_chars
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with a visible marker."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text) - limit} more characters]"
+
+
+def _clip_message(text: str, limit: int) -> str:
+    """A message cut to ``limit`` characters in the middle: the cause of an error is
+    often at its end (a huge path, then the backend's reason)."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 4
+    head = limit - tail
+    return f"{text[:head]} ... [{len(text) - limit} characters cut] ... {text[-tail:]}"
+
+
+def _clip_line(line: str, max_chars: int = MAX_LINE_CHARS) -> str:
+    if len(line) <= max_chars:
+        return line
+    return (f"{line[:max_chars]}... [line truncated: {max_chars} of {len(line)} "
+            "characters shown]")
 
 
 def number_line(n: int, line: str, max_chars: int = MAX_LINE_CHARS) -> str:
     """One ``cat -n`` style line, cut with a visible marker past ``max_chars``."""
-    if len(line) > max_chars:
-        line = (f"{line[:max_chars]}... [line truncated: {max_chars} of {len(line)} "
-                "characters shown]")
-    return f"{n:>6}\t{line}"
+    return _numbered(n, _clip_line(line, max_chars))
 
 
-def render_read(r: ReadResult) -> str:
-    if r.size == 0:
-        return f"(File {r.path} is empty: 0 lines.)"
+def _numbered(n: int, shown: str) -> str:
+    return f"{n:>6}\t{shown}"
+
+
+def _numbered_lines(start: int, shown: list[str]) -> str:
+    return "\n".join(_numbered(start + i, s) for i, s in enumerate(shown))
+
+
+def _span(start: int, end: int) -> str:
+    return f"line {start}" if start == end else f"lines {start}-{end}"
+
+
+def _fit(start: int, lines: list[str], limits: _Limits, room: int) -> list[str]:
+    """The shown form of as many leading ``lines`` as fit in ``room`` characters, joined
+    by newlines and numbered from ``start``; whole lines only."""
+    shown: list[str] = []
+    used = -1  # no newline before the first line
+    for i, line in enumerate(lines):
+        text = _clip_line(line, limits.line)
+        used += len(_numbered(start + i, text)) + 1
+        if used > room:
+            break
+        shown.append(text)
+    return shown
+
+
+# -- read ---------------------------------------------------------------------------
+
+
+def _read_view(r: ReadResult, max_chars: int) -> tuple[str, list[str], bool]:
+    """The text of a read, the lines it shows (as shown) and whether the budget cut it."""
+    limits = _Limits(max_chars)
+    path = _clip(r.path, limits.path)
+    if r.total_lines == 0 or r.size == 0:
+        return f"(File {path} is empty: 0 lines.)", [], False
     if r.line_count == 0:
-        total = f"{r.total_lines} lines" if r.total_lines is not None else "fewer lines"
-        return (f"(Offset {r.start_line} is past the end of {r.path}: the file has "
-                f"{total}. Use an offset between 1 and {r.total_lines or 1}.)")
-    body = "\n".join(number_line(r.start_line + i, line) for i, line in enumerate(r.lines))
-    if not r.partial:
-        return body
+        if r.total_lines is None:
+            return (f"(Offset {r.start_line} is past the end of {path}: the file has fewer "
+                    "lines.)"), [], False
+        use = ("Use offset=1." if r.total_lines == 1
+               else f"Use an offset between 1 and {r.total_lines}.")
+        return (f"(Offset {r.start_line} is past the end of {path}: the file has "
+                f"{_plural(r.total_lines, 'line')}. {use})"), [], False
+    shown = _fit(r.start_line, r.lines, limits, max_chars)
+    cut = len(shown) < len(r.lines)
+    footer = _read_footer(r, r.start_line + len(shown) - 1, cut=False, max_chars=max_chars)
+    body = _numbered_lines(r.start_line, shown)
+    text = f"{body}\n\n{footer}" if footer else body
+    if not cut and len(text) <= max_chars:
+        return text, shown, False
+    shown = _fit(r.start_line, r.lines, limits, max_chars - _FOOTER_ROOM)
+    body = _numbered_lines(r.start_line, shown)
+    footer = _read_footer(r, r.start_line + len(shown) - 1, cut=True, max_chars=max_chars)
+    return f"{body}\n\n{footer}", shown, True
+
+
+def _read_footer(r: ReadResult, end: int, *, cut: bool, max_chars: int) -> str:
+    """What was shown and where to continue; empty when the whole file was shown."""
+    span = _span(r.start_line, end)
     if r.total_lines is None:
-        of = (f"of at least {r.end_line} (the file is {r.size} bytes; its total line count "
-              "was not computed)")
+        # The scan of a file over the whole-file cap stopped before the end.
+        of = (f"; more lines follow: the file is {r.size} bytes, over the whole-file cap, "
+              "so they were not counted")
+        more = True
     else:
-        of = f"of {r.total_lines}"
-    more = (f" Use offset={r.end_line + 1} to continue."
-            if r.total_lines is None or r.end_line < r.total_lines else "")
-    return f"{body}\n\n(Showing lines {r.start_line}-{r.end_line} {of}.{more})"
+        if not cut and r.start_line == 1 and end >= r.total_lines:
+            return ""
+        of = f" of {r.total_lines}"
+        more = end < r.total_lines
+    then = f" Use offset={end + 1} to continue." if more else ""
+    if cut:
+        return f"(Output truncated at {max_chars} characters: showing {span}{of}.{then})"
+    return f"(Showing {span}{of}.{then})"
 
 
-def render_write(r: WriteResult) -> str:
+def render_read(r: ReadResult, max_chars: int = MAX_OUTPUT_CHARS) -> str:
+    return _read_view(r, max_chars)[0]
+
+
+# -- write and edit -----------------------------------------------------------------
+
+
+def render_write(r: WriteResult, max_chars: int = MAX_OUTPUT_CHARS) -> str:
     verb = "Created" if r.action == "created" else "Updated"
-    return f"{verb} {r.path} ({r.size} bytes)."
+    return f"{verb} {_clip(r.path, _Limits(max_chars).path)} ({r.size} bytes)."
 
 
-def render_edit(r: EditResult) -> str:
-    if r.replace_all:
-        return f"Edited {r.path}: replaced {r.replacements} occurrence" + (
-            "s." if r.replacements != 1 else ".")
-    return f"Edited {r.path}: replaced 1 occurrence at line {r.lines[0]}."
+def _edit_view(r: EditResult, max_chars: int) -> tuple[str, list[int], list[str]]:
+    """The text of an edit, the line numbers it lists and the snippet lines it shows."""
+    limits = _Limits(max_chars)
+    path = _clip(r.path, limits.path)
+    listed = r.lines[:limits.listed]
+    where = ", ".join(map(str, listed))
+    if len(r.lines) > len(listed):
+        where += f", ... ({len(r.lines) - len(listed)} more)"
+    head = (f"Edited {path}: replaced {_plural(r.replacements, 'occurrence')} at "
+            f"{'line' if len(r.lines) == 1 else 'lines'} {where}.")
+    if not r.snippet:
+        return f"{head}\n(The file is now empty.)", listed, []
+    around = ", around the first change" if r.replacements > 1 else ""
+    # Room for the intro line and a possible cut note.
+    room = max_chars - len(head) - 60 - len(around)
+    shown = _fit(r.snippet_start, r.snippet, limits, room)
+    if len(shown) < len(r.snippet):
+        shown = _fit(r.snippet_start, r.snippet, limits, room - _FOOTER_ROOM)
+    end = r.snippet_start + len(shown) - 1
+    text = (f"{head}\n{_span(r.snippet_start, end).capitalize()} of the edited file"
+            f"{around}:\n"
+            + _numbered_lines(r.snippet_start, shown))
+    if len(shown) < len(r.snippet):
+        text += (f"\n(Snippet cut at {max_chars} characters; read from offset={end + 1} "
+                 "to see the rest of the change.)")
+    return text, listed, shown
 
 
-def render_result(r: ToolResult) -> str:
+def render_edit(r: EditResult, max_chars: int = MAX_OUTPUT_CHARS) -> str:
+    return _edit_view(r, max_chars)[0]
+
+
+def render_result(r: ToolResult, max_chars: int = MAX_OUTPUT_CHARS) -> str:
     """Model text for a result."""
     if isinstance(r, ReadResult):
-        return render_read(r)
+        return render_read(r, max_chars)
     if isinstance(r, WriteResult):
-        return render_write(r)
-    return render_edit(r)
+        return render_write(r, max_chars)
+    return render_edit(r, max_chars)
 
 
-def render_error(e: FsError) -> str:
+# -- errors -------------------------------------------------------------------------
+
+
+def render_error(e: FsError, max_chars: int = MAX_OUTPUT_CHARS) -> str:
     """Model text for an error: code, message, what to do next."""
-    where = f" ({e.path})" if e.path and e.path not in e.message else ""
-    return f"Error [{e.code}]{where}: {e.message}\n{e.advice}"
+    limits = _Limits(max_chars)
+    where = f" ({_clip(e.path, limits.path)})" if e.path and e.path not in e.message else ""
+    return f"Error [{e.code}]{where}: {_clip_message(e.message, limits.message)}\n{e.advice}"
+
+
+def _bounded(value: Any, listed: int, chars: int) -> tuple[Any, bool]:
+    """JSON-like ``value`` with lists cut to ``listed`` items and strings to ``chars``,
+    and whether anything was cut."""
+    if isinstance(value, str):
+        return _clip(value, chars), len(value) > chars
+    if isinstance(value, dict):
+        out, cut = {}, False
+        for k, v in value.items():
+            out[k], c = _bounded(v, listed, chars)
+            cut = cut or c
+        return out, cut
+    if isinstance(value, list | tuple):
+        items = [_bounded(v, listed, chars) for v in value[:listed]]
+        return [v for v, _ in items], len(value) > listed or any(c for _, c in items)
+    return value, False
+
+
+def _error_data(e: FsError, limits: _Limits) -> dict[str, Any]:
+    """``e.to_dict()`` clipped as the text is; ``details`` fits in what is left."""
+    message = _clip_message(e.message, limits.message)
+    path = None if e.path is None else _clip(e.path, limits.path)
+    room = limits.total - len(message) - len(path or "") - 200
+    listed, chars = limits.listed, limits.path
+    while True:
+        details, cut = _bounded(e.details, listed, chars)
+        if listed <= 1 or len(json.dumps(details, ensure_ascii=False)) <= room:
+            break
+        listed, chars = listed // 2, max(chars // 2, 20)
+    if cut:
+        details["truncated"] = True
+    return {"code": e.code, "message": message, "path": path, "details": details}
+
+
+# -- the model's view ---------------------------------------------------------------
+
+
+def render_output(outcome: ToolResult | FsError,
+                  max_chars: int = MAX_OUTPUT_CHARS) -> ToolOutput:
+    """The :class:`ToolOutput` of a result or an error, within ``max_chars``."""
+    if isinstance(outcome, FsError):
+        return ToolOutput(text=render_error(outcome, max_chars), value=None, error=outcome,
+                          max_chars=max_chars)
+    return ToolOutput(text=render_result(outcome, max_chars), value=outcome, error=None,
+                      max_chars=max_chars)
+
+
+def bound_text(text: str, max_chars: int = MAX_OUTPUT_CHARS) -> str:
+    """``text`` as valid Unicode and within ``max_chars`` (a last resort: the renderers
+    already keep their text within the budget)."""
+    text = escape_undecodable(text)
+    if len(text) <= max_chars:
+        return text
+    note = f"\n[Output truncated at {max_chars} characters.]"
+    return text[:max_chars - len(note)] + note
+
+
+def structured_content(output: ToolOutput) -> dict[str, Any]:
+    """``output`` as JSON-safe data holding no more than its text shows: the lines a read
+    shows (long ones cut as in the text, ``truncated`` when anything was cut), the
+    snippet and line numbers an edit shows, an error's clipped message and details."""
+    limits = _Limits(output.max_chars)
+    if output.error is not None:
+        data: dict[str, Any] = {"ok": False, "error": _error_data(output.error, limits)}
+        return escape_undecodable_data(data)  # type: ignore[no-any-return]
+    value = output.value
+    assert value is not None
+    view: ToolResult
+    path = _clip(value.path, limits.path)
+    if isinstance(value, ReadResult):
+        _, shown, cut = _read_view(value, output.max_chars)
+        view = value.model_copy(update={
+            "path": path, "lines": shown, "line_count": len(shown),
+            "partial": value.partial or cut, "truncated": shown != value.lines})
+    elif isinstance(value, EditResult):
+        _, listed, snippet = _edit_view(value, output.max_chars)
+        view = value.model_copy(update={"path": path, "lines": listed, "snippet": snippet})
+    else:
+        view = value.model_copy(update={"path": path})
+    data = {"ok": True, "result": view.model_dump(mode="json")}
+    return escape_undecodable_data(data)  # type: ignore[no-any-return]

@@ -39,6 +39,11 @@ class ReadResult(_Result):
     """Size of the file in bytes."""
     partial: bool
     """True unless every line of the file was returned."""
+    truncated: bool = False
+    """Only in the model's view (:meth:`ToolOutput.to_dict`): ``lines`` holds what the
+    model text shows, which is less than was read -- the output budget dropped lines from
+    the end (continue at ``start_line + line_count``) or a long line was cut (its text
+    ends with the ``[line truncated: ...]`` marker). Never set on a value from ``read``."""
 
     @property
     def end_line(self) -> int:
@@ -73,23 +78,37 @@ class EditResult(_Result):
 
 ToolResult = ReadResult | WriteResult | EditResult
 
+MAX_OUTPUT_CHARS = 100_000
+"""Default character budget of what one tool call sends the model (about 25k tokens)."""
+
 
 @dataclass(frozen=True)
 class ToolOutput:
     """The outcome of :meth:`toolfs.Workspace.execute`: model text plus the canonical value
-    or the error. ``execute`` never raises for tool errors."""
+    or the error. ``execute`` never raises for tool errors.
+
+    ``text`` and :meth:`to_dict` are what goes to the model: valid Unicode (undecodable
+    names escaped visibly) and within ``max_chars`` characters. ``value`` is never cut."""
 
     text: str
     value: ToolResult | None
     error: FsError | None
+    max_chars: int = MAX_OUTPUT_CHARS
+    """The character budget of ``text`` and of the lines in :meth:`to_dict`."""
+
+    def __post_init__(self) -> None:
+        from toolfs.render import bound_text
+
+        object.__setattr__(self, "text", bound_text(self.text, self.max_chars))
 
     @property
     def is_error(self) -> bool:
         return self.error is not None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe structured content: the value's fields or the error's."""
-        if self.error is not None:
-            return {"ok": False, "error": self.error.to_dict()}
-        assert self.value is not None
-        return {"ok": True, "result": self.value.model_dump(mode="json")}
+        """JSON-safe structured content: the value's fields or the error's, cut the way
+        ``text`` is (see :func:`toolfs.render.structured_content`)."""
+        from toolfs.render import structured_content
+
+        return structured_content(self)
+

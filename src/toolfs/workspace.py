@@ -20,7 +20,7 @@ from toolfs.policy.filesystem import PolicyFileSystem
 from toolfs.policy.ledger import LedgerSnapshot
 from toolfs.policy.rules import Policy
 from toolfs.redact import Redactor
-from toolfs.render import render_error, render_result
+from toolfs.render import MAX_OUTPUT_CHARS, check_output_budget, render_output
 from toolfs.results import EditResult, ReadResult, ToolOutput, ToolResult, WriteResult
 from toolfs.schemas import ARGS_MODELS, DefinitionFormat, EditArgs, ReadArgs, WriteArgs
 from toolfs.schemas import tool_definitions as _tool_definitions
@@ -40,7 +40,8 @@ class Workspace:
     Options (all keyword): ``policy`` (``None`` turns the observation rules off),
     ``read_only``, ``deny`` (globs), ``size_cap``, ``first_block``, ``block_size``,
     ``cache_bytes``, ``context_id``, ``subscribers`` -- see
-    :class:`~toolfs.policy.PolicyFileSystem`.
+    :class:`~toolfs.policy.PolicyFileSystem`; ``max_output_chars`` (default 100,000):
+    the character budget of what :meth:`execute` returns to the model.
     """
 
     def __init__(
@@ -72,6 +73,8 @@ class Workspace:
             self.url = url if isinstance(url, str) else f"{type(url).__name__}:{path}"
             self._storage_options = dict(storage_options or {})
             self._options = {"policy": policy, **options}
+            self.max_output_chars = check_output_budget(
+                options.pop("max_output_chars", MAX_OUTPUT_CHARS))
             self.audit = AuditLog()
             subscribers = [self.audit, *options.pop("subscribers", [])]
             self.fs = PolicyFileSystem(fs, path, policy=policy, subscribers=subscribers,
@@ -116,13 +119,13 @@ class Workspace:
         try:
             value = self._dispatch(tool, arguments)
         except FsError as known:
-            return ToolOutput(text=render_error(known), value=None, error=known)
+            return render_output(known, self.max_output_chars)
         except Exception as exc:  # the model must get a result, never a traceback
             err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
             err.__cause__ = exc
             err = self._masked(err)
-            return ToolOutput(text=render_error(err), value=None, error=err)
-        return ToolOutput(text=render_result(value), value=value, error=None)
+            return render_output(err, self.max_output_chars)
+        return render_output(value, self.max_output_chars)
 
     def _masked(self, err: FsError) -> FsError:
         """``err`` with credentials masked in its message, details and causes."""

@@ -44,6 +44,7 @@ except ImportError as exc:
 
 from toolfs import __version__
 from toolfs.errors import ErrorCode
+from toolfs.escaping import escape_undecodable, escape_undecodable_data
 from toolfs.redact import Redactor
 from toolfs.results import EditResult, ReadResult, WriteResult
 from toolfs.schemas import ARGS_MODELS, input_schema, tool_definitions
@@ -139,9 +140,13 @@ class ToolfsMCP:
             # MCP reports an unknown tool as a protocol error; bad arguments are tool errors.
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name[:50]!r}")
         output = await self._context(ctx).execute(params.name, params.arguments or {})
+        # Both parts hold no more than the workspace's output budget, and every string is
+        # valid Unicode: a lone surrogate (an undecodable file name) would kill the
+        # transport's writer, and with it the whole stdio session.
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=self.redact(output.text))],
-            structured_content=self.redact.data(output.to_dict()),
+            content=[types.TextContent(
+                type="text", text=escape_undecodable(self.redact(output.text)))],
+            structured_content=escape_undecodable_data(self.redact.data(output.to_dict())),
             is_error=output.is_error)
 
     async def _discover(self, ctx: ServerRequestContext[Any],

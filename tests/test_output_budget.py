@@ -1,0 +1,258 @@
+"""What reaches the model: a character budget, valid Unicode, and texts that say what they
+show (edit snippets, empty files, plurals, footers of streamed reads), on every backend."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import toolfs
+from tests.backends import Backend
+from tests.test_contract import err, ok
+from toolfs.render import number_line
+
+MAX_OUTPUT_CHARS = 100_000  # the documented default budget
+
+
+def _json(out: toolfs.ToolOutput) -> str:
+    return json.dumps(out.to_dict(), ensure_ascii=False)
+
+
+def _split(text: str) -> tuple[list[str], str]:
+    """The numbered lines of a read's text and its footer."""
+    body, footer = text.rsplit("\n\n", 1)
+    return body.split("\n"), footer
+
+
+# -- 11: the output budget ------------------------------------------------------------------
+
+
+def test_default_read_of_wide_lines_is_cut_to_the_budget(backend: Backend) -> None:
+    # 2000 lines of 80 characters: 176k characters of model text uncut.
+    lines = [f"{i:06d} " + "w" * 73 for i in range(1, 2001)]
+    backend.put("wide.txt", ("\n".join(lines) + "\n").encode())
+    ws = backend.workspace()
+    out = ok(ws, "read", file_path="wide.txt")
+    assert len(out.text) <= MAX_OUTPUT_CHARS
+    shown, footer = _split(out.text)
+    k = len(shown)
+    assert 1000 < k < 2000
+    assert shown == [number_line(i, lines[i - 1]) for i in range(1, k + 1)]  # whole lines
+    assert footer == (f"(Output truncated at 100000 characters: showing lines 1-{k} of 2000. "
+                      f"Use offset={k + 1} to continue.)")
+    # The canonical value is whole; the structured content carries what the text shows.
+    assert isinstance(out.value, toolfs.ReadResult) and out.value.lines == lines
+    result = out.to_dict()["result"]
+    assert result["lines"] == lines[:k]
+    assert (result["line_count"], result["partial"], result["truncated"]) == (k, True, True)
+    assert result["total_lines"] == 2000
+    assert len(_json(out)) <= MAX_OUTPUT_CHARS
+    # The offset the footer names continues right after the last line shown.
+    more = ok(ws, "read", file_path="wide.txt", offset=k + 1)
+    assert more.text.startswith(number_line(k + 1, lines[k]) + "\n")
+
+
+def test_a_huge_line_is_cut_alike_in_text_and_structured_content(backend: Backend) -> None:
+    backend.put("one.txt", b"z" * 300_000)
+    out = ok(backend.workspace(), "read", file_path="one.txt")
+    cut = "z" * 2000 + "... [line truncated: 2000 of 300000 characters shown]"
+    assert out.text == "     1\t" + cut
+    result = out.to_dict()["result"]
+    assert result["lines"] == [cut]
+    assert (result["line_count"], result["partial"], result["truncated"]) == (1, False, True)
+    assert len(_json(out)) < 3000
+    assert isinstance(out.value, toolfs.ReadResult) and out.value.lines == ["z" * 300_000]
+
+
+def test_a_small_budget_cuts_a_streamed_read_on_whole_lines(backend: Backend) -> None:
+    lines = [f"row {i:05d} " + "s" * 90 for i in range(1, 301)]
+    backend.put("huge.txt", ("\n".join(lines) + "\n").encode())
+    ws = backend.workspace(size_cap=4096, first_block=1024, block_size=2048,
+                           max_output_chars=2000)
+    out = ok(ws, "read", file_path="huge.txt", offset=100, limit=50)
+    assert isinstance(out.value, toolfs.ReadResult) and out.value.total_lines is None
+    assert len(out.text) <= 2000
+    shown, footer = _split(out.text)
+    k = len(shown)
+    assert 0 < k < 50
+    assert shown == [number_line(100 + i, lines[99 + i]) for i in range(k)]
+    assert footer == (
+        f"(Output truncated at 2000 characters: showing lines 100-{99 + k}; more lines "
+        f"follow: the file is {out.value.size} bytes, over the whole-file cap, so they were "
+        f"not counted. Use offset={100 + k} to continue.)")
+    result = out.to_dict()["result"]
+    assert result["lines"] == lines[99:99 + k] and result["truncated"] is True
+    assert len(_json(out)) <= 2000
+
+
+def test_an_edit_snippet_is_cut_to_the_budget(backend: Backend) -> None:
+    backend.put("f.txt", b"head\nold\ntail\n")
+    ws = backend.workspace(max_output_chars=2000)
+    ws.read("f.txt")
+    new = "".join(f"new line {i}\n" for i in range(1, 3001))
+    out = ok(ws, "edit", file_path="f.txt", old_string="old\n", new_string=new)
+    assert len(out.text) <= 2000
+    head, intro, *rest = out.text.split("\n")
+    assert head == "Edited f.txt: replaced 1 occurrence at line 2."
+    *numbered, note = rest
+    k = len(numbered)
+    assert intro == f"Lines 1-{k} of the edited file:"
+    assert numbered == [number_line(1, "head")] + [
+        number_line(i + 1, f"new line {i}") for i in range(1, k)]
+    assert note == (f"(Snippet cut at 2000 characters; read from offset={k + 1} to see the "
+                    "rest of the change.)")
+    result = out.to_dict()["result"]
+    assert result["snippet"] == ["head"] + [f"new line {i}" for i in range(1, k)]
+    assert len(_json(out)) <= 2000
+    assert isinstance(out.value, toolfs.EditResult) and len(out.value.snippet) == 3002
+
+
+def test_errors_are_bounded(backend: Backend) -> None:
+    huge_path = "d/" * 100 + "x" * 300_000
+    out = backend.workspace().execute("read", {"file_path": huge_path})
+    assert out.is_error
+    assert len(out.text) <= MAX_OUTPUT_CHARS and len(_json(out)) <= MAX_OUTPUT_CHARS
+    ws = backend.workspace(max_output_chars=5000)
+    out = ws.execute("read", {"file_path": huge_path})
+    assert out.is_error
+    assert len(out.text) <= 5000 and len(_json(out)) <= 5000
+    out = ws.execute("read", {"file_path": "x", **{f"extra_{i}": 1 for i in range(3000)}})
+    assert out.error is not None and out.error.code == "invalid_arguments"
+    assert len(out.text) <= 5000 and "characters cut] ..." in out.text
+    assert len(_json(out)) <= 5000
+    assert out.to_dict()["error"]["details"]["truncated"] is True
+    assert len(out.error.details["errors"]) == 3000  # the canonical error is whole
+
+    backend.put("many.txt", b"a\n" * 3000)
+    ws.read("many.txt")
+    out = err(ws, "edit", "ambiguous_match", file_path="many.txt", old_string="a",
+              new_string="b")
+    details = out.to_dict()["error"]["details"]
+    assert details["count"] == 3000 and details["truncated"] is True
+    assert details["lines"] == list(range(1, len(details["lines"]) + 1))
+    assert len(details["lines"]) <= 100
+    assert len(_json(out)) <= 5000
+
+
+def test_replace_all_lists_at_most_a_hundred_lines(backend: Backend) -> None:
+    backend.put("many.txt", b"a\n" * 150)
+    ws = backend.workspace()
+    ws.read("many.txt")
+    out = ok(ws, "edit", file_path="many.txt", old_string="a", new_string="b",
+             replace_all=True)
+    head = out.text.split("\n", 1)[0]
+    assert head == ("Edited many.txt: replaced 150 occurrences at lines "
+                    + ", ".join(map(str, range(1, 101))) + ", ... (50 more).")
+    assert out.to_dict()["result"]["lines"] == list(range(1, 101))
+    assert out.to_dict()["result"]["replacements"] == 150
+
+
+def test_the_budget_option_is_checked_and_inherited() -> None:
+    for bad in (10, 999, "100000", True, None):
+        with pytest.raises(toolfs.FsError) as info:
+            toolfs.Workspace("memory://toolfs-budget", max_output_chars=bad)
+        assert info.value.code == "invalid_arguments"
+    ws = toolfs.Workspace("memory://toolfs-budget", max_output_chars=1000)
+    assert ws.new_context().max_output_chars == 1000
+    aws = toolfs.AsyncWorkspace("memory://toolfs-budget", max_output_chars=1000)
+    try:
+        assert aws.new_context().sync.max_output_chars == 1000
+    finally:
+        aws.close()
+    assert toolfs.Workspace("memory://toolfs-budget").max_output_chars == MAX_OUTPUT_CHARS
+    # The smallest budget still shows a (cut) line and where to continue.
+    ws.write("w.txt", "q" * 5000 + "\n" + "r" * 5000 + "\n")
+    out = ws.execute("read", {"file_path": "w.txt"})
+    assert len(out.text) <= 1000
+    assert out.text.startswith("     1\t" + "q" * 500 + "... [line truncated: 500 of 5000")
+    assert out.text.endswith("Use offset=2 to continue.)")
+
+
+def test_tool_output_is_bounded_and_valid_unicode_however_it_is_built() -> None:
+    error = toolfs.FsError("not_found", "x")
+    out = toolfs.ToolOutput(text="é" * 200_000 + "caf\udce9", value=None, error=error)
+    assert len(out.text) <= MAX_OUTPUT_CHARS
+    out.text.encode("utf-8")
+    out = toolfs.ToolOutput(text="caf\udce9.txt", value=None, error=error)
+    assert out.text == "caf\\udce9.txt"
+
+
+# -- 12: valid Unicode out ------------------------------------------------------------------
+
+
+def test_an_undecodable_name_is_escaped_in_text_and_structured_content(
+        backend: Backend) -> None:
+    if backend.name == "local":
+        os.close(os.open(os.fsencode(backend.key("")) + b"caf\xe9.txt",
+                         os.O_CREAT | os.O_WRONLY, 0o644))
+    elif backend.name == "memory":
+        backend.put("caf\udce9.txt", b"")  # what a listing of such a name holds
+    else:
+        pytest.skip("names are valid Unicode on this backend")
+    out = err(backend.workspace(), "read", "not_found", file_path="cafe.txt")
+    out.text.encode("utf-8")
+    _json(out).encode("utf-8")
+    assert "Did you mean: caf\\udce9.txt?" in out.text
+    assert out.to_dict()["error"]["details"]["did_you_mean"] == ["caf\\udce9.txt"]
+
+
+# -- 19: edits show the change ----------------------------------------------------------
+
+
+def test_edit_text_shows_a_numbered_snippet(backend: Backend) -> None:
+    backend.put("ten.txt", "".join(f"l{i}\n" for i in range(1, 11)).encode())
+    ws = backend.workspace()
+    ws.read("ten.txt")
+    out = ok(ws, "edit", file_path="ten.txt", old_string="l5\n", new_string="five\nFIVE\n")
+    assert out.text == ("Edited ten.txt: replaced 1 occurrence at line 5.\n"
+                        "Lines 2-9 of the edited file:\n"
+                        "     2\tl2\n     3\tl3\n     4\tl4\n     5\tfive\n     6\tFIVE\n"
+                        "     7\tl6\n     8\tl7\n     9\tl8")
+    out = ok(ws, "edit", file_path="ten.txt", old_string="l", new_string="L",
+             replace_all=True)
+    assert out.text == ("Edited ten.txt: replaced 9 occurrences at lines 1, 2, 3, 4, 7, 8, 9, "
+                        "10, 11.\n"
+                        "Lines 1-4 of the edited file, around the first change:\n"
+                        "     1\tL1\n     2\tL2\n     3\tL3\n     4\tL4")
+    ok(ws, "write", file_path="solo.txt", content="only\n")
+    out = ok(ws, "edit", file_path="solo.txt", old_string="only\n", new_string="",
+             replace_all=True)
+    assert out.text == ("Edited solo.txt: replaced 1 occurrence at line 1.\n"
+                        "(The file is now empty.)")
+
+
+# -- 16: texts that say what they show ------------------------------------------------------
+
+
+def test_a_bom_only_file_is_empty(backend: Backend) -> None:
+    backend.put("bom.txt", b"\xef\xbb\xbf")
+    ws = backend.workspace()
+    assert ok(ws, "read", file_path="bom.txt").text == "(File bom.txt is empty: 0 lines.)"
+    assert ok(ws, "read", file_path="bom.txt", offset=3).text == (
+        "(File bom.txt is empty: 0 lines.)")
+
+
+def test_counts_are_pluralised(backend: Backend) -> None:
+    backend.put("one.txt", b"x\n")
+    backend.put("three.txt", b"a\nb\nc\n")
+    ws = backend.workspace()
+    assert ok(ws, "read", file_path="one.txt", offset=5).text == (
+        "(Offset 5 is past the end of one.txt: the file has 1 line. Use offset=1.)")
+    assert ok(ws, "read", file_path="three.txt", offset=5).text == (
+        "(Offset 5 is past the end of three.txt: the file has 3 lines. "
+        "Use an offset between 1 and 3.)")
+    assert ok(ws, "read", file_path="three.txt", offset=2, limit=1).text == (
+        "     2\tb\n\n(Showing line 2 of 3. Use offset=3 to continue.)")
+    assert ok(ws, "read", file_path="three.txt", offset=3).text == (
+        "     3\tc\n\n(Showing line 3 of 3.)")
+
+
+def test_a_streamed_read_of_the_whole_file_has_no_footer(backend: Backend) -> None:
+    lines = [f"row {i:05d}" for i in range(1, 3001)]
+    backend.put("huge.txt", ("\n".join(lines) + "\n").encode())
+    ws = backend.workspace(size_cap=4096, first_block=1024, block_size=2048)
+    out = ok(ws, "read", file_path="huge.txt", limit=5000)
+    assert isinstance(out.value, toolfs.ReadResult) and out.value.total_lines == 3000
+    assert out.text == "\n".join(number_line(i, line) for i, line in enumerate(lines, 1))
