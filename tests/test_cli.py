@@ -207,3 +207,15 @@ def test_serve_without_the_mcp_sdk_says_how_to_install_it() -> None:
     assert done.returncode == 1
     assert done.stderr == ("toolfs serve: error: the toolfs MCP server needs the MCP SDK: "
                            "pip install 'toolfs[mcp]'\n")
+
+
+def test_serve_checks_its_root_at_start(capsys: pytest.CaptureFixture[str],
+                                        s3_emulator: Any, tmp_path: Any) -> None:
+    code, _, err = run(capsys, "serve", str(tmp_path / "missing"))
+    assert code == 1 and "[not_found]" in err and "missing" in err, err
+    argv = ["serve", "s3://toolfs-no-such-bucket/prefix"]
+    for key, value in s3_emulator.s3fs_storage_options().items():
+        argv += ["-o", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
+    code, _, err = run(capsys, *argv)
+    assert code == 1 and err.count("\n") == 1, err
+    assert "the bucket toolfs-no-such-bucket does not exist" in err

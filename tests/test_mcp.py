@@ -353,14 +353,23 @@ async def test_in_process_stream_is_one_session() -> None:
 
 
 @pytest.mark.anyio
-async def test_a_credential_inside_a_file_is_masked_too() -> None:
-    options = {"secret": SECRET}
+async def test_a_credential_inside_a_file_stays_byte_exact() -> None:
+    # Masking is for error texts; content masked would be written back as "***".
+    options = {"secret": SECRET, "token": "anon"}
     workspace = toolfs.Workspace("memory://toolfs-mcp-secretfile", options)
-    workspace.write("env.txt", f"SECRET={SECRET}\n")
+    workspace.write("env.txt", f"SECRET={SECRET}\nauth_mode = anonymous\n")
     async with Client(ToolfsMCP(workspace, redact=Redactor.for_options(options)).server) as c:
         read = await c.call_tool("read", {"file_path": "env.txt"})
-    assert _text(read) == "     1\tSECRET=***"
-    assert read.structured_content["result"]["lines"] == ["SECRET=***"]
+        edit = await c.call_tool("edit", {"file_path": "env.txt", "old_string": f"={SECRET}",
+                                          "new_string": "=rotated"})
+        missing = await c.call_tool("read", {"file_path": f"{SECRET}.txt"})
+    assert _text(read) == f"     1\tSECRET={SECRET}\n     2\tauth_mode = anonymous"
+    assert read.structured_content["result"]["lines"] == [f"SECRET={SECRET}",
+                                                          "auth_mode = anonymous"]
+    assert not edit.is_error, _text(edit)
+    assert workspace.read("env.txt").lines == ["SECRET=rotated", "auth_mode = anonymous"]
+    assert missing.is_error and SECRET not in _text(missing) and "***" in _text(missing)
+    assert SECRET not in json.dumps(missing.structured_content)
 
 
 @pytest.mark.anyio

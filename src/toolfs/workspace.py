@@ -183,6 +183,12 @@ class Workspace:
         """The tool definitions (see :func:`toolfs.tool_definitions`)."""
         return _tool_definitions(format)
 
+    def check_root(self) -> None:
+        """Raise ``not_found`` if the root cannot hold files (a missing bucket or
+        directory), ``not_a_file`` if it is a file. One request on object stores; servers
+        call it once at start."""
+        self._guarded(lambda fs, _args: fs.store.check_root(), None)
+
     def snapshot(self) -> LedgerSnapshot:
         """What this context observed, to :meth:`restore` after a restart."""
         return self.fs.ledger.snapshot()

@@ -185,6 +185,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     workspace = Workspace(args.url, options or None, root=args.root,
                           read_only=args.read_only, deny=tuple(args.deny))
+    workspace.check_root()  # a missing bucket is said now, not on every call
     server = ToolfsMCP(workspace, redact=redact)
     with _log_to_stderr(redact):
         if args.transport == "stdio":

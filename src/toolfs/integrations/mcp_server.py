@@ -110,7 +110,8 @@ class ToolfsMCP:
     Args:
         workspace: the root to serve. Each session works on ``workspace.new_context()``,
             so sessions share files, never observations.
-        redact: masks credentials in everything the server returns.
+        redact: masks credentials in the error texts the server returns (never in
+            file content, which must stay byte-exact).
         name: the server name announced to clients.
     """
 
@@ -143,10 +144,14 @@ class ToolfsMCP:
         # Both parts hold no more than the workspace's output budget, and every string is
         # valid Unicode: a lone surrogate (an undecodable file name) would kill the
         # transport's writer, and with it the whole stdio session.
+        text, structured = output.text, output.to_dict()
+        if output.is_error:
+            # Credentials are masked in error texts only: a result's content is the
+            # file's bytes, and masking them there would corrupt the model's next edit.
+            text, structured = self.redact.message(text), self.redact.data(structured)
         return types.CallToolResult(
-            content=[types.TextContent(
-                type="text", text=escape_undecodable(self.redact(output.text)))],
-            structured_content=escape_undecodable_data(self.redact.data(output.to_dict())),
+            content=[types.TextContent(type="text", text=escape_undecodable(text))],
+            structured_content=escape_undecodable_data(structured),
             is_error=output.is_error)
 
     async def _discover(self, ctx: ServerRequestContext[Any],
