@@ -66,6 +66,12 @@ ADVICE: dict[str, str] = {
 }
 
 
+# Where one code means different things for different operations.
+_ADVICE_BY_OPERATION: dict[tuple[str, Any], str] = {
+    ("too_large", "write"): "Write less content: split it into several smaller files.",
+}
+
+
 class _ByCode(type):
     """Metaclass of :class:`FsError`: ``FsError(code, ...)`` builds the class of ``code``."""
 
@@ -110,8 +116,10 @@ class FsError(Exception, metaclass=_ByCode):
 
     @property
     def advice(self) -> str:
-        """What the model should do next."""
-        return ADVICE[self.code]
+        """What the model should do next (per code, refined by ``details["operation"]``
+        where one code covers different situations)."""
+        return _ADVICE_BY_OPERATION.get((self.code, self.details.get("operation")),
+                                        ADVICE[self.code])
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe view: ``{"code", "message", "path", "details"}``."""

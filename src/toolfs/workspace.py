@@ -210,11 +210,6 @@ class Workspace:
     def __repr__(self) -> str:
         return f"Workspace({self._redact.message(self.url)!r}, context_id={self.context_id!r})"
 
-    def _repr_markdown_(self) -> str:
-        from toolfs.display import workspace_markdown
-
-        return workspace_markdown(self)
-
 
 class AsyncWorkspace:
     """The same three tools as coroutines, for async agents and servers.
