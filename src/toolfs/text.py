@@ -258,6 +258,35 @@ def iter_lines(text: str, offsets: Iterable[int]) -> Iterator[int]:
         yield line
 
 
+def line_counts(text: str, needle: str) -> Iterator[tuple[int, int]]:
+    """``(line, matches starting on it)`` for each line where a non-overlapping occurrence
+    of ``needle`` starts, ascending; O(len(text)), with Python work per line, not per
+    match (a needle without a newline cannot span lines, so ``str.count`` per line is
+    exact)."""
+    if "\n" in needle:  # each match ends on a later line than it starts: one per line
+        for line in iter_lines(text, iter_find(text, needle)):
+            yield line, 1
+        return
+    line, prev = 1, 0
+    pos = text.find(needle)
+    while pos != -1:
+        line += text.count("\n", prev, pos)
+        prev = pos
+        end = text.find("\n", pos)
+        if end < 0:
+            end = len(text)
+        yield line, text.count(needle, pos, end)
+        pos = text.find(needle, end)
+
+
+def match_lines(text: str, needle: str) -> list[int]:
+    """1-based line of each non-overlapping occurrence of ``needle``, in O(len(text))."""
+    lines: list[int] = []
+    for line, count in line_counts(text, needle):
+        lines += [line] * count
+    return lines
+
+
 def apply_edit(raw: str, old: str, new: str, *, replace_all: bool,
                path: str | None = None, max_bytes: int | None = None,
                bom: bool = False) -> EditOutcome:
@@ -273,40 +302,44 @@ def apply_edit(raw: str, old: str, new: str, *, replace_all: bool,
         raise fs_error("invalid_arguments", "old_string must not be empty", path=path)
     m = _CrlfMap(raw)
     text = m.normalized
-    if replace_all:
-        starts = find_all(text, old_n)
-        count = len(starts)
-    else:
-        count = text.count(old_n)  # str.count: non-overlapping, like str.replace
-        starts = [text.find(old_n)] if count == 1 else []
+    count = text.count(old_n)  # str.count: non-overlapping, as str.replace sees them
     if count == 0:
         raise _no_match(text, old_n, path)
     if count > 1 and not replace_all:
         raise _ambiguous(text, old_n, count, path)
 
+    if not m.crlf:  # no CRLF: raw is text and every replacement is new_n as sent
+        if max_bytes is not None:
+            growth = len(new_n.encode("utf-8")) - len(old_n.encode("utf-8"))
+            _check_size(len(raw.encode("utf-8", "surrogatepass")) + count * growth, bom,
+                        max_bytes, path)
+        first = text.find(old_n)
+        if count == 1:
+            new_text = text[:first] + new_n + text[first + len(old_n):]
+        else:
+            new_text = text.replace(old_n, new_n)
+        return EditOutcome(text=new_text, count=count, lines=match_lines(text, old_n),
+                           first_span=(first, first + len(new_n)))
+
     default_crlf = m.mostly_crlf
     new_crlf = new_n.replace("\n", "\r\n")  # built once, shared by every CRLF span
+    starts = find_all(text, old_n)
 
     def spans() -> Iterator[tuple[int, int, bool]]:
         """(raw start, raw end, CRLF replacement) of each match."""
         for s in starts:
             e = s + len(old_n)
-            uses = m.span_uses_crlf(s, e) if m.crlf else None
+            uses = m.span_uses_crlf(s, e)
             yield m.to_raw(s), m.to_raw(e), default_crlf if uses is None else uses
 
     if max_bytes is not None:
         new_b, new_crlf_b = len(new_n.encode("utf-8")), len(new_crlf.encode("utf-8"))
         old_b = len(old_n.encode("utf-8"))
-        size = len(raw.encode("utf-8", "surrogatepass")) + (len(BOM) if bom else 0)
+        size = len(raw.encode("utf-8", "surrogatepass"))
         for rs, re_, crlf in spans():
             # The raw span is old_n plus one "\r" per CRLF newline inside it.
             size += (new_crlf_b if crlf else new_b) - old_b - (re_ - rs - len(old_n))
-        if size > max_bytes:
-            raise fs_error(
-                "too_large",
-                f"the edit would make {path or 'the file'} {size} bytes, over the "
-                f"{max_bytes}-byte cap for whole-file edits and writes",
-                path=path, details={"size": size, "cap": max_bytes})
+        _check_size(size, bom, max_bytes, path)
 
     pieces: list[str] = []
     prev = 0
@@ -317,46 +350,57 @@ def apply_edit(raw: str, old: str, new: str, *, replace_all: bool,
     pieces.append(raw[prev:])
     # The text before the first match is unchanged, so its offsets hold in the new text.
     first = m.to_raw(starts[0])
-    return EditOutcome(text="".join(pieces), count=count,
-                       lines=list(iter_lines(text, starts)),
+    return EditOutcome(text="".join(pieces), count=count, lines=match_lines(text, old_n),
                        first_span=(first, first + len(pieces[1])))
 
 
-def _fmt_lines(lines: Iterable[int], total: int | None = None,
-               limit: int = MAX_MESSAGE_LINES) -> str:
-    """Distinct line numbers, each once (with its count when it holds several), at most
-    ``limit`` of them; ``total``: the number of matches when more exist than ``lines``."""
-    per_line: dict[int, int] = {}
+def _check_size(size: int, bom: bool, cap: int, path: str | None) -> None:
+    size += len(BOM) if bom else 0
+    if size > cap:
+        raise fs_error(
+            "too_large",
+            f"the edit would make {path or 'the file'} {size} bytes, over the {cap}-byte "
+            "cap for whole-file edits and writes",
+            path=path, details={"size": size, "cap": cap})
+
+
+def _fmt_lines(pairs: Iterable[tuple[int, int]], total: int | None = None) -> str:
+    """``(line, count)`` pairs as '1, 3 (2 times), 5', and how many matches ``total``
+    leaves unnamed."""
+    shown, named = [], 0
+    for line, count in pairs:
+        shown.append(f"{line} ({count} times)" if count > 1 else str(line))
+        named += count
+    rest = (total if total is not None else 0) - named
+    return ", ".join(shown) + (f", and {rest} more on later lines" if rest > 0 else "")
+
+
+def _group(lines: Iterable[int]) -> list[tuple[int, int]]:
+    """Ascending line numbers as ``(line, repeats)`` pairs."""
+    pairs: list[tuple[int, int]] = []
     for line in lines:
-        if line in per_line:
-            per_line[line] += 1
-        elif len(per_line) < limit:
-            per_line[line] = 1
+        if pairs and pairs[-1][0] == line:
+            pairs[-1] = (line, pairs[-1][1] + 1)
         else:
-            break
-    shown = ", ".join(f"{n} ({c} times)" if c > 1 else str(n) for n, c in per_line.items())
-    rest = (total if total is not None else 0) - sum(per_line.values())
-    return shown + (f", and {rest} more on later lines" if rest > 0 else "")
+            pairs.append((line, 1))
+    return pairs
 
 
 def _ambiguous(text: str, old: str, count: int, path: str | None) -> FsError:
-    """``ambiguous_match`` with the lines of the first matches (bounded work and size)."""
+    """``ambiguous_match`` naming the first lines (bounded work after them, bounded size)."""
     detail: list[int] = []  # line of each of the first MAX_DETAIL_LINES matches
-    named: list[int] = []  # lines of the matches the message names (first distinct lines)
-    distinct = 0
-    for line in iter_lines(text, iter_find(text, old)):
+    named: list[tuple[int, int]] = []  # the first MAX_MESSAGE_LINES lines, with counts
+    for line, on_line in line_counts(text, old):
         if len(detail) < MAX_DETAIL_LINES:
-            detail.append(line)
-        if not named or line != named[-1]:
-            distinct += 1
-        if distinct <= MAX_MESSAGE_LINES:
-            named.append(line)
+            detail += [line] * min(on_line, MAX_DETAIL_LINES - len(detail))
+        if len(named) < MAX_MESSAGE_LINES:
+            named.append((line, on_line))
         elif len(detail) >= MAX_DETAIL_LINES:
-            break  # later matches change neither the details nor the message
+            break  # later lines change neither the details nor the message
+    plural = "s" if len(named) > 1 else ""
     return fs_error(
         "ambiguous_match",
-        f"old_string matches {count} times (line{'s' if distinct > 1 else ''} "
-        f"{_fmt_lines(named, count)}); "
+        f"old_string matches {count} times (line{plural} {_fmt_lines(named, count)}); "
         "add context to make it unique, or set replace_all to true",
         path=path,
         details={"lines": detail, "count": count, "lines_truncated": count > len(detail)})
@@ -418,9 +462,10 @@ def _no_match(text: str, old: str, path: str | None) -> FsError:
     found = list(iter_lines(text, whitespace_matches(text, old)))
     if found:
         details["similar_lines"] = found
-        plural = "s" if len(set(found)) > 1 else ""
+        pairs = _group(found)
+        plural = "s" if len(pairs) > 1 else ""
         hint = (f" A match that differs only in whitespace or line endings exists at "
-                f"line{plural} {_fmt_lines(found)}; it was not used. Read those lines and "
+                f"line{plural} {_fmt_lines(pairs)}; it was not used. Read those lines and "
                 "copy the text exactly.")
     return fs_error("no_match", "old_string was not found in the file." + hint,
                     path=path, details=details)
