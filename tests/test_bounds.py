@@ -419,3 +419,15 @@ def test_streamed_window_is_the_whole_read_cut(lines: list[str], bom: bool,
     assert (streamed.cut_lines or {}) == expected
     if streamed.total_lines is not None:
         assert streamed.total_lines == whole.total_lines
+
+
+def test_bench_text_tiny_prints_a_table() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_text.py"
+    done = subprocess.run([sys.executable, str(script), "--tiny"], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "| streamed read, limit=1, one long line |" in done.stdout
