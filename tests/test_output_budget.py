@@ -130,7 +130,7 @@ def test_errors_are_bounded(backend: Backend) -> None:
     out = err(ws, "edit", "ambiguous_match", file_path="many.txt", old_string="a",
               new_string="b")
     details = out.to_dict()["error"]["details"]
-    assert details["count"] == 3000 and details["truncated"] is True
+    assert details["count"] == 3000 and details["lines_truncated"] is True
     assert details["lines"] == list(range(1, len(details["lines"]) + 1))
     assert len(details["lines"]) <= 100
     assert len(_json(out)) <= 5000

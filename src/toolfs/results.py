@@ -19,6 +19,17 @@ class _Result(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class LineCut(BaseModel):
+    """The full size of a line that a result holds only a prefix of."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    chars: int
+    """Characters in the whole line (line terminator excluded)."""
+    bytes: int
+    """UTF-8 bytes of the whole line (line terminator and a BOM excluded)."""
+
+
 class ReadResult(_Result):
     """What ``read`` returned."""
 
@@ -44,6 +55,17 @@ class ReadResult(_Result):
     model text shows, which is less than was read -- the output budget dropped lines from
     the end (continue at ``start_line + line_count``) or a long line was cut (its text
     ends with the ``[line truncated: ...]`` marker). Never set on a value from ``read``."""
+    cut_lines: dict[int, LineCut] | None = None
+    """Lines whose canonical value in ``lines`` is only a prefix, by 1-based line number,
+    with the whole line's length; ``None`` when every returned line is whole. Only a
+    windowed read of a file over the whole-file cap cuts lines (it keeps the first
+    ``toolfs.tools.STREAM_LINE_CHARS`` characters of each, so memory stays bounded
+    whatever the line length); the whole line was still validated as text."""
+
+    def __repr_args__(self) -> Any:
+        # cut_lines is shown only when a line was cut (reprs stay as they were otherwise).
+        return [(k, v) for k, v in super().__repr_args__()
+                if not (k == "cut_lines" and v is None)]
 
     @property
     def end_line(self) -> int:

@@ -3,22 +3,38 @@
 Pure functions over ``bytes``/``str``; no I/O. The rules:
 
 * files are UTF-8; invalid UTF-8 or a NUL byte makes a file ``not_text``;
-* a UTF-8 BOM is kept and is not part of the text the model sees or matches;
+* a UTF-8 BOM is kept and is not part of the text the model sees or matches; only the
+  file's very first bytes can be a BOM (a U+FEFF anywhere else is text);
 * the model sees and writes ``\\n``; in a file that uses ``\\r\\n``, matches are found
   on the LF-normalised text and replacements are written back with the line ending
   of the span they replace; every byte outside the replaced spans is unchanged;
 * the presence or absence of a final newline is whatever the bytes say.
+
+Every function here is O(size of its input): line numbers are counted incrementally
+across ascending offsets, never from offset 0 per match, and what an error carries is
+bounded (:data:`MAX_DETAIL_LINES`, :data:`MAX_MESSAGE_LINES`, :data:`MAX_HINTS`).
 """
 
 from __future__ import annotations
 
 import bisect
+import codecs
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from toolfs.errors import fs_error
+from toolfs.errors import FsError, fs_error
 
 BOM = b"\xef\xbb\xbf"
+
+MAX_DETAIL_LINES = 100
+"""Line numbers an ``ambiguous_match`` error carries in ``details["lines"]``."""
+MAX_MESSAGE_LINES = 20
+"""Distinct line numbers an error message names."""
+MAX_HINTS = 10
+"""Whitespace-insensitive matches a ``no_match`` error points at."""
+MAX_HINT_OLD = 100_000
+"""Longest ``old_string`` (characters) the ``no_match`` hint is searched for."""
 
 
 @dataclass(frozen=True)
@@ -34,19 +50,27 @@ class Document:
         return BOM + body if self.bom else body
 
 
+def _not_text_nul(path: str | None, offset: int | None = None) -> FsError:
+    details = {} if offset is None else {"byte_offset": offset}
+    return fs_error("not_text", f"{path or 'file'} contains NUL bytes; it is not text",
+                    path=path, details=details)
+
+
+def _not_text_utf8(path: str | None, offset: int) -> FsError:
+    return fs_error("not_text", f"{path or 'file'} is not valid UTF-8 (byte {offset})",
+                    path=path, details={"byte_offset": offset})
+
+
 def decode(data: bytes, path: str | None = None) -> Document:
     """Decode file bytes, or raise ``not_text``."""
     bom = data.startswith(BOM)
     body = data[len(BOM):] if bom else data
     if b"\x00" in body:
-        raise fs_error("not_text", f"{path or 'file'} contains NUL bytes; it is not text",
-                       path=path)
+        raise _not_text_nul(path)
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise fs_error(
-            "not_text", f"{path or 'file'} is not valid UTF-8 (byte {exc.start})",
-            path=path, details={"byte_offset": exc.start}) from exc
+        raise _not_text_utf8(path, exc.start) from exc
     return Document(text=text, bom=bom)
 
 
@@ -88,6 +112,73 @@ def lines_around(text: str, start: int, end: int, context: int) -> tuple[int, li
     return text.count("\n", 0, lo) + 1, split_lines(text[lo:hi])
 
 
+# -- streamed lines ---------------------------------------------------------------------
+
+
+class LineDecoder:
+    """One line of a streamed file, decoded piece by piece in O(piece) memory.
+
+    Every byte fed is validated (a NUL byte or invalid UTF-8 anywhere in the line makes it
+    ``not_text``, as a whole-file read would), but only the first ``keep`` characters are
+    kept. A BOM is dropped only when the line starts the file (``at_file_start``); a
+    U+FEFF anywhere else is text. ``offset`` is the line's first byte in the file: errors
+    give ``byte_offset`` in file coordinates.
+    """
+
+    def __init__(self, keep: int, *, offset: int, at_file_start: bool = False,
+                 path: str | None = None) -> None:
+        self._keep = keep
+        self._offset = offset
+        self._path = path
+        self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        self._parts: list[str] = []
+        self._kept = 0  # characters in _parts
+        self._chars = 0  # characters decoded so far (a dropped BOM excluded)
+        self._bytes = 0  # bytes fed so far
+        self._bom_pending = at_file_start
+        self._bom = False  # a BOM was dropped
+        self._last = ""  # the last character decoded
+
+    def feed(self, data: bytes, final: bool = False) -> None:
+        """Decode the next bytes of the line (never its ``\\n``)."""
+        nul = data.find(b"\x00")
+        if nul >= 0:
+            raise _not_text_nul(self._path, self._offset + self._bytes + nul)
+        buffered = len(self._decoder.getstate()[0])
+        try:
+            text = self._decoder.decode(data, final)
+        except UnicodeDecodeError as exc:
+            at = self._offset + self._bytes - buffered + exc.start
+            raise _not_text_utf8(self._path, at) from exc
+        self._bytes += len(data)
+        if not text:
+            return
+        if self._bom_pending:
+            self._bom_pending = False
+            if text[0] == "\ufeff":
+                self._bom = True
+                text = text[1:]
+                if not text:
+                    return
+        self._chars += len(text)
+        self._last = text[-1]
+        if self._kept < self._keep:
+            part = text[: self._keep - self._kept]
+            self._parts.append(part)
+            self._kept += len(part)
+
+    def finish(self) -> tuple[str, int, int]:
+        """The kept text (the ``\\r`` of a CRLF ending removed), and the whole line's
+        length in characters and in bytes (BOM and line terminator excluded)."""
+        self.feed(b"", final=True)
+        chars = self._chars
+        nbytes = self._bytes - (len(BOM) if self._bom else 0)
+        if self._last == "\r":
+            chars -= 1
+            nbytes -= 1
+        return "".join(self._parts)[:chars], chars, nbytes
+
+
 # -- edit ---------------------------------------------------------------------------
 
 
@@ -110,12 +201,13 @@ class _CrlfMap:
         self.raw = raw
         # Position, in normalised coordinates, of each "\n" that was a "\r\n".
         self.crlf: list[int] = []
-        removed = 0
-        pos = raw.find("\r\n")
-        while pos != -1:
-            self.crlf.append(pos - removed)
-            removed += 1
-            pos = raw.find("\r\n", pos + 2)
+        if "\r" in raw:
+            removed = 0
+            pos = raw.find("\r\n")
+            while pos != -1:
+                self.crlf.append(pos - removed)
+                removed += 1
+                pos = raw.find("\r\n", pos + 2)
         self.normalized = raw.replace("\r\n", "\n") if self.crlf else raw
 
     def to_raw(self, i: int) -> int:
@@ -132,82 +224,248 @@ class _CrlfMap:
 
     @property
     def mostly_crlf(self) -> bool:
-        return len(self.crlf) * 2 >= self.normalized.count("\n") > 0
+        return bool(self.crlf) and len(self.crlf) * 2 >= self.normalized.count("\n")
+
+
+def iter_find(haystack: str, needle: str) -> Iterator[int]:
+    """Start offsets of the non-overlapping occurrences, as ``str.replace`` sees them."""
+    if not needle:
+        raise ValueError("empty needle")
+    pos = haystack.find(needle)
+    while pos != -1:
+        yield pos
+        pos = haystack.find(needle, pos + len(needle))
 
 
 def find_all(haystack: str, needle: str) -> list[int]:
     """Start offsets of the non-overlapping occurrences, as ``str.replace`` sees them."""
-    out: list[int] = []
-    pos = haystack.find(needle)
-    while pos != -1:
-        out.append(pos)
-        pos = haystack.find(needle, pos + len(needle))
-    return out
+    return list(iter_find(haystack, needle))
 
 
 def line_of(text: str, offset: int) -> int:
-    """1-based line number of ``offset``."""
+    """1-based line number of ``offset`` (O(offset): for many offsets use
+    :func:`iter_lines`)."""
     return text.count("\n", 0, offset) + 1
 
 
+def iter_lines(text: str, offsets: Iterable[int]) -> Iterator[int]:
+    """1-based line numbers of ascending ``offsets``, counted incrementally: the whole
+    sequence costs O(len(text)), not O(len(text)) per offset."""
+    line, prev = 1, 0
+    for offset in offsets:
+        line += text.count("\n", prev, offset)
+        prev = offset
+        yield line
+
+
+def line_counts(text: str, needle: str) -> Iterator[tuple[int, int]]:
+    """``(line, matches starting on it)`` for each line where a non-overlapping occurrence
+    of ``needle`` starts, ascending; O(len(text)), with Python work per line, not per
+    match (a needle without a newline cannot span lines, so ``str.count`` per line is
+    exact)."""
+    if "\n" in needle:  # each match ends on a later line than it starts: one per line
+        for line in iter_lines(text, iter_find(text, needle)):
+            yield line, 1
+        return
+    line, prev = 1, 0
+    pos = text.find(needle)
+    while pos != -1:
+        line += text.count("\n", prev, pos)
+        prev = pos
+        end = text.find("\n", pos)
+        if end < 0:
+            end = len(text)
+        yield line, text.count(needle, pos, end)
+        pos = text.find(needle, end)
+
+
+def match_lines(text: str, needle: str) -> list[int]:
+    """1-based line of each non-overlapping occurrence of ``needle``, in O(len(text))."""
+    lines: list[int] = []
+    for line, count in line_counts(text, needle):
+        lines += [line] * count
+    return lines
+
+
 def apply_edit(raw: str, old: str, new: str, *, replace_all: bool,
-               path: str | None = None) -> EditOutcome:
-    """Replace ``old`` by ``new`` literally, or raise ``no_match``/``ambiguous_match``."""
+               path: str | None = None, max_bytes: int | None = None,
+               bom: bool = False) -> EditOutcome:
+    """Replace ``old`` by ``new`` literally, or raise ``no_match``/``ambiguous_match``.
+
+    With ``max_bytes``, raise ``too_large`` (details ``size``, ``cap``) when the file would
+    exceed it, before the new text is built: the size is projected from the matches.
+    ``bom`` says the file carries a BOM, which counts against ``max_bytes``.
+    Costs O(len(raw) + size of the result).
+    """
     old_n, new_n = normalize_newlines(old), normalize_newlines(new)
+    if not old_n:
+        raise fs_error("invalid_arguments", "old_string must not be empty", path=path)
     m = _CrlfMap(raw)
     text = m.normalized
-    starts = find_all(text, old_n)
-    if not starts:
+    count = text.count(old_n)  # str.count: non-overlapping, as str.replace sees them
+    if count == 0:
         raise _no_match(text, old_n, path)
-    lines = [line_of(text, s) for s in starts]
-    if len(starts) > 1 and not replace_all:
-        raise fs_error(
-            "ambiguous_match",
-            f"old_string matches {len(starts)} times (lines {_fmt_lines(lines)}); "
-            "add context to make it unique, or set replace_all to true",
-            path=path, details={"lines": lines, "count": len(starts)})
-    default_crlf = m.mostly_crlf
+    if count > 1 and not replace_all:
+        raise _ambiguous(text, old_n, count, path)
 
-    def replacement(s: int, e: int) -> str:
-        uses = m.span_uses_crlf(s, e)
-        crlf = default_crlf if uses is None else uses
-        return new_n.replace("\n", "\r\n") if crlf else new_n
+    if not m.crlf:  # no CRLF: raw is text and every replacement is new_n as sent
+        if max_bytes is not None:
+            growth = len(new_n.encode("utf-8")) - len(old_n.encode("utf-8"))
+            _check_size(len(raw.encode("utf-8", "surrogatepass")) + count * growth, bom,
+                        max_bytes, path)
+        first = text.find(old_n)
+        if count == 1:
+            new_text = text[:first] + new_n + text[first + len(old_n):]
+        else:
+            new_text = text.replace(old_n, new_n)
+        return EditOutcome(text=new_text, count=count, lines=match_lines(text, old_n),
+                           first_span=(first, first + len(new_n)))
+
+    default_crlf = m.mostly_crlf
+    new_crlf = new_n.replace("\n", "\r\n")  # built once, shared by every CRLF span
+    starts = find_all(text, old_n)
+
+    def spans() -> Iterator[tuple[int, int, bool]]:
+        """(raw start, raw end, CRLF replacement) of each match."""
+        for s in starts:
+            e = s + len(old_n)
+            uses = m.span_uses_crlf(s, e)
+            yield m.to_raw(s), m.to_raw(e), default_crlf if uses is None else uses
+
+    if max_bytes is not None:
+        new_b, new_crlf_b = len(new_n.encode("utf-8")), len(new_crlf.encode("utf-8"))
+        old_b = len(old_n.encode("utf-8"))
+        size = len(raw.encode("utf-8", "surrogatepass"))
+        for rs, re_, crlf in spans():
+            # The raw span is old_n plus one "\r" per CRLF newline inside it.
+            size += (new_crlf_b if crlf else new_b) - old_b - (re_ - rs - len(old_n))
+        _check_size(size, bom, max_bytes, path)
 
     pieces: list[str] = []
     prev = 0
-    for s in starts:
-        e = s + len(old_n)
-        rs, re_ = m.to_raw(s), m.to_raw(e)
+    for rs, re_, crlf in spans():
         pieces.append(raw[prev:rs])
-        pieces.append(replacement(s, e))
+        pieces.append(new_crlf if crlf else new_n)
         prev = re_
     pieces.append(raw[prev:])
     # The text before the first match is unchanged, so its offsets hold in the new text.
     first = m.to_raw(starts[0])
-    return EditOutcome(text="".join(pieces), count=len(starts), lines=lines,
+    return EditOutcome(text="".join(pieces), count=count, lines=match_lines(text, old_n),
                        first_span=(first, first + len(pieces[1])))
 
 
-def _fmt_lines(lines: list[int], limit: int = 20) -> str:
-    shown = ", ".join(map(str, lines[:limit]))
-    return shown + (f", ... ({len(lines) - limit} more)" if len(lines) > limit else "")
+def _check_size(size: int, bom: bool, cap: int, path: str | None) -> None:
+    size += len(BOM) if bom else 0
+    if size > cap:
+        raise fs_error(
+            "too_large",
+            f"the edit would make {path or 'the file'} {size} bytes, over the {cap}-byte "
+            "cap for whole-file edits and writes",
+            path=path, details={"size": size, "cap": cap})
+
+
+def _fmt_lines(pairs: Iterable[tuple[int, int]], total: int | None = None) -> str:
+    """``(line, count)`` pairs as '1, 3 (2 times), 5', and how many matches ``total``
+    leaves unnamed."""
+    shown, named = [], 0
+    for line, count in pairs:
+        shown.append(f"{line} ({count} times)" if count > 1 else str(line))
+        named += count
+    rest = (total if total is not None else 0) - named
+    return ", ".join(shown) + (f", and {rest} more on later lines" if rest > 0 else "")
+
+
+def _group(lines: Iterable[int]) -> list[tuple[int, int]]:
+    """Ascending line numbers as ``(line, repeats)`` pairs."""
+    pairs: list[tuple[int, int]] = []
+    for line in lines:
+        if pairs and pairs[-1][0] == line:
+            pairs[-1] = (line, pairs[-1][1] + 1)
+        else:
+            pairs.append((line, 1))
+    return pairs
+
+
+def _ambiguous(text: str, old: str, count: int, path: str | None) -> FsError:
+    """``ambiguous_match`` naming the first lines (bounded work after them, bounded size)."""
+    detail: list[int] = []  # line of each of the first MAX_DETAIL_LINES matches
+    named: list[tuple[int, int]] = []  # the first MAX_MESSAGE_LINES lines, with counts
+    for line, on_line in line_counts(text, old):
+        if len(detail) < MAX_DETAIL_LINES:
+            detail += [line] * min(on_line, MAX_DETAIL_LINES - len(detail))
+        if len(named) < MAX_MESSAGE_LINES:
+            named.append((line, on_line))
+        elif len(detail) >= MAX_DETAIL_LINES:
+            break  # later lines change neither the details nor the message
+    plural = "s" if len(named) > 1 else ""
+    return fs_error(
+        "ambiguous_match",
+        f"old_string matches {count} times (line{plural} {_fmt_lines(named, count)}); "
+        "add context to make it unique, or set replace_all to true",
+        path=path,
+        details={"lines": detail, "count": count, "lines_truncated": count > len(detail)})
 
 
 _WS = re.compile(r"\s+")
 
 
-def _no_match(text: str, old: str, path: str | None) -> Exception:
+def whitespace_matches(text: str, old: str, limit: int = MAX_HINTS) -> list[int]:
+    """Offsets of up to ``limit`` non-overlapping spans of ``text`` that equal ``old``
+    except for whitespace, in O(len(text) + len(old)).
+
+    A span holds the whitespace-separated tokens of ``old`` in order, whole (file
+    whitespace may be added, changed or dropped only where ``old`` has whitespace);
+    where ``old`` starts or ends with whitespace, the span must start or end at a token
+    boundary of ``text`` (``version = 1\\n`` is not a match inside ``version = 10``).
+
+    Found by ``str.find`` of the whitespace-free ``old`` in the whitespace-free text,
+    each candidate mapped back to ``text`` and checked there; the checks have a budget
+    proportional to ``len(text)``, so a text of many near-misses yields fewer hints,
+    never more work.
+    """
+    tokens = [t for t in _WS.split(old) if t]
+    if not tokens or len(old) > MAX_HINT_OLD:
+        return []
+    needle = "".join(tokens)
+    pattern: re.Pattern[str] | None = None  # compiled for the first candidate
+    lead, trail = old[0].isspace(), old[-1].isspace()
+    stripped = _WS.sub("", text)
+    runs = _WS.finditer(text)  # the whitespace runs of text, in order
+    run = next(runs, None)
+    removed = 0  # whitespace characters of text before the current candidate
+    budget = 4 * (len(text) + len(needle)) + 65_536
+    found: list[int] = []
+    p = stripped.find(needle)
+    while p != -1 and len(found) < limit and budget > 0:
+        budget -= len(needle)
+        while run is not None and run.start() <= p + removed:
+            removed += run.end() - run.start()
+            run = next(runs, None)
+        start = p + removed  # candidates ascend, so this walk is linear overall
+        if pattern is None:
+            pattern = re.compile(r"\s*".join(re.escape(t) for t in tokens))
+        mt = pattern.match(text, start)
+        if (mt is not None
+                and (not lead or start == 0 or text[start - 1].isspace())
+                and (not trail or mt.end() == len(text) or text[mt.end()].isspace())):
+            found.append(start)
+            p = stripped.find(needle, p + len(needle))
+        else:
+            p = stripped.find(needle, p + 1)
+    return found
+
+
+def _no_match(text: str, old: str, path: str | None) -> FsError:
     """``no_match``, with a hint where a whitespace-insensitive match exists."""
     details: dict[str, object] = {}
     hint = ""
-    tokens = [t for t in _WS.split(old) if t]
-    if tokens and len(old) <= 100_000:
-        pattern = re.compile(r"\s*".join(re.escape(t) for t in tokens))
-        found = [line_of(text, mt.start()) for mt in pattern.finditer(text)][:10]
-        if found:
-            details["similar_lines"] = found
-            hint = (f" A match that differs only in whitespace or line endings exists at "
-                    f"line{'s' if len(found) > 1 else ''} {_fmt_lines(found)}; it was not "
-                    "used. Read those lines and copy the text exactly.")
+    found = list(iter_lines(text, whitespace_matches(text, old)))
+    if found:
+        details["similar_lines"] = found
+        pairs = _group(found)
+        plural = "s" if len(pairs) > 1 else ""
+        hint = (f" A match that differs only in whitespace or line endings exists at "
+                f"line{plural} {_fmt_lines(pairs)}; it was not used. Read those lines and "
+                "copy the text exactly.")
     return fs_error("no_match", "old_string was not found in the file." + hint,
                     path=path, details=details)

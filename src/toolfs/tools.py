@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from toolfs.errors import FsError, fs_error
 from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
-from toolfs.results import EditResult, ReadResult, WriteResult
+from toolfs.render import MAX_LINE_CHARS
+from toolfs.results import EditResult, LineCut, ReadResult, WriteResult
 from toolfs.schemas import DEFAULT_LIMIT, EditArgs, ReadArgs, WriteArgs
-from toolfs.text import apply_edit, decode, lines_around, split_lines
+from toolfs.text import LineDecoder, apply_edit, decode, lines_around, split_lines
 
 SNIPPET_CONTEXT = 3
+STREAM_LINE_CHARS = 4 * MAX_LINE_CHARS
+"""Characters of each line a streamed read keeps (display shows ``MAX_LINE_CHARS``)."""
 
 
 def read(fs: PolicyFileSystem, args: ReadArgs) -> ReadResult:
@@ -40,51 +43,67 @@ def _read_whole(f: ObservedFile, offset: int, limit: int) -> ReadResult:
 def _read_stream(f: ObservedFile, offset: int, limit: int) -> ReadResult:
     """Scan a file over the whole-file cap block by block, keeping only the window.
 
-    Lines before the window are only counted (``bytes.count``), never kept; the scan stops
-    once the window is complete, so the total is known only if it reached the end.
+    O(file size) time and O(block + window) memory: lines before the window are only
+    counted (``bytes.count``), never kept or decoded; each window line is validated
+    whole but only its first :data:`STREAM_LINE_CHARS` characters are kept (the cut is
+    recorded in ``ReadResult.cut_lines``). The scan stops once the window is complete,
+    so the total is known only if it reached the end.
     """
     window: list[str] = []
+    cuts: dict[int, LineCut] = {}
     number = 0  # lines completed so far
-    carry = b""  # the unfinished last line of the previous block
-    skipped_partial = False  # an unfinished line before the window was dropped, not kept
+    pending = False  # bytes of an unfinished line were seen (kept in `line` if in window)
+    line: LineDecoder | None = None  # the window line being decoded
     more = True
     while len(window) < limit:
+        base = f.tell()
         chunk = f.read(f.block_size)
         if not chunk:
             more = False
-            if carry or skipped_partial:  # a last line without a final newline
+            if pending:  # a last line without a final newline
                 number += 1
-                if carry and number >= offset:
-                    window.append(_line(carry, f.path))
-                carry = b""
+                if line is not None:
+                    _keep(window, cuts, number, line)
             break
-        buf = carry + chunk
-        newlines = buf.count(b"\n")
-        if number + newlines + 1 < offset:
-            # Everything here, the unfinished line included, lies before the window.
-            number += newlines
-            carry = b""
-            skipped_partial = not buf.endswith(b"\n")
-            continue
-        skipped_partial = False
-        *complete, carry = buf.split(b"\n")
-        for i, raw in enumerate(complete):
-            number += 1
-            if number >= offset:
-                window.append(_line(raw, f.path))
-                if len(window) == limit:
-                    more = i + 1 < len(complete) or bool(carry) or f.tell() < f.size
-                    break
+        i, n = 0, len(chunk)
+        if number + 1 < offset:  # still before the window: count lines, keep nothing
+            skip = offset - 1 - number  # newlines to pass
+            newlines = chunk.count(b"\n")
+            if newlines < skip:
+                number += newlines
+                pending = chunk[-1:] != b"\n"
+                continue
+            for _ in range(skip):
+                i = chunk.index(b"\n", i) + 1
+            number, pending = number + skip, False
+        while i < n:
+            if line is None:
+                line = LineDecoder(STREAM_LINE_CHARS, offset=base + i,
+                                   at_file_start=base + i == 0, path=f.path)
+            nl = chunk.find(b"\n", i)
+            line.feed(chunk[i:n if nl < 0 else nl])
+            if nl < 0:
+                pending = True
+                break
+            number, pending, i = number + 1, False, nl + 1
+            _keep(window, cuts, number, line)
+            line = None
+            if len(window) == limit:
+                more = i < n or f.tell() < f.size
+                break
     return ReadResult.model_construct(
         path=f.path, version=f.version, lines=window, start_line=offset,
         line_count=len(window), total_lines=None if more else number, size=f.size,
-        partial=True)
+        partial=True, cut_lines=cuts or None)
 
 
-def _line(raw: bytes, path: str) -> str:
-    """One line of a streamed file, validated as text (the rest is never decoded)."""
-    text = decode(raw, path).text
-    return text[:-1] if text.endswith("\r") else text
+def _keep(window: list[str], cuts: dict[int, LineCut], number: int,
+          line: LineDecoder) -> None:
+    """Append a finished window line, recording its full size if only a prefix is kept."""
+    text, chars, nbytes = line.finish()
+    if len(text) < chars:
+        cuts[number] = LineCut(chars=chars, bytes=nbytes)
+    window.append(text)
 
 
 def write(fs: PolicyFileSystem, args: WriteArgs) -> WriteResult:
@@ -106,8 +125,10 @@ def edit(fs: PolicyFileSystem, args: EditArgs) -> EditResult:
     with fs.open(args.file_path, "rb", intent="edit") as f:
         doc = decode(f.read(), f.path)
         try:
+            # The cap is checked on the projected size, before the new text is built.
             outcome = apply_edit(doc.text, args.old_string, args.new_string,
-                                 replace_all=args.replace_all, path=f.path)
+                                 replace_all=args.replace_all, path=f.path,
+                                 max_bytes=fs.size_cap, bom=doc.bom)
         except FsError:
             # The model matched against what it read; if that is outdated, "read it
             # again" is the useful answer, not "no match".
