@@ -261,3 +261,13 @@ def test_a_streamed_read_of_the_whole_file_has_no_footer(backend: Backend) -> No
     out = ok(ws, "read", file_path="huge.txt", limit=5000)
     assert isinstance(out.value, toolfs.ReadResult) and out.value.total_lines == 3000
     assert out.text == "\n".join(number_line(i, line) for i, line in enumerate(lines, 1))
+
+
+def test_a_streamed_cut_line_tells_its_whole_length(backend: Backend) -> None:
+    # Over the whole-file cap a read keeps only the start of a long line; the marker
+    # still names the whole line's length, not the length of the kept prefix.
+    backend.put("long.txt", b"q" * 50_000 + b"\nshort\n")
+    out = ok(backend.workspace(size_cap=1000, block_size=4096), "read", file_path="long.txt")
+    first = out.text.splitlines()[0]
+    assert first.endswith("[line truncated: 2000 of 50000 characters shown]"), first[-80:]
+    assert out.text.splitlines()[1] == "     2\tshort"

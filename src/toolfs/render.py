@@ -93,11 +93,14 @@ def _clip_message(text: str, limit: int) -> str:
     return f"{text[:head]} ... [{len(text) - limit} characters cut] ... {text[-tail:]}"
 
 
-def _clip_line(line: str, max_chars: int = MAX_LINE_CHARS) -> str:
-    if len(line) <= max_chars:
+def _clip_line(line: str, max_chars: int = MAX_LINE_CHARS, full: int | None = None) -> str:
+    """``line`` cut past ``max_chars``; ``full`` is the whole line's length when ``line``
+    is already a prefix (a streamed read keeps only the start of a long line)."""
+    total = len(line) if full is None else full
+    if total <= max_chars:
         return line
-    return (f"{line[:max_chars]}... [line truncated: {max_chars} of {len(line)} "
-            "characters shown]")
+    shown = min(max_chars, len(line))
+    return (f"{line[:shown]}... [line truncated: {shown} of {total} characters shown]")
 
 
 def number_line(n: int, line: str, max_chars: int = MAX_LINE_CHARS) -> str:
@@ -117,13 +120,16 @@ def _span(start: int, end: int) -> str:
     return f"line {start}" if start == end else f"lines {start}-{end}"
 
 
-def _fit(start: int, lines: list[str], limits: _Limits, room: int) -> list[str]:
+def _fit(start: int, lines: list[str], limits: _Limits, room: int,
+         cut_lines: dict[int, Any] | None = None) -> list[str]:
     """The shown form of as many leading ``lines`` as fit in ``room`` characters, joined
-    by newlines and numbered from ``start``; whole lines only."""
+    by newlines and numbered from ``start``; whole lines only. ``cut_lines`` gives the
+    whole length of lines that are only prefixes (``ReadResult.cut_lines``)."""
     shown: list[str] = []
     used = -1  # no newline before the first line
     for i, line in enumerate(lines):
-        text = _clip_line(line, limits.line)
+        cut = cut_lines.get(start + i) if cut_lines else None
+        text = _clip_line(line, limits.line, None if cut is None else cut.chars)
         used += len(_numbered(start + i, text)) + 1
         if used > room:
             break
@@ -148,14 +154,14 @@ def _read_view(r: ReadResult, max_chars: int) -> tuple[str, list[str], bool]:
                else f"Use an offset between 1 and {r.total_lines}.")
         return (f"(Offset {r.start_line} is past the end of {path}: the file has "
                 f"{_plural(r.total_lines, 'line')}. {use})"), [], False
-    shown = _fit(r.start_line, r.lines, limits, max_chars)
+    shown = _fit(r.start_line, r.lines, limits, max_chars, r.cut_lines)
     cut = len(shown) < len(r.lines)
     footer = _read_footer(r, r.start_line + len(shown) - 1, cut=False, max_chars=max_chars)
     body = _numbered_lines(r.start_line, shown)
     text = f"{body}\n\n{footer}" if footer else body
     if not cut and len(text) <= max_chars:
         return text, shown, False
-    shown = _fit(r.start_line, r.lines, limits, max_chars - _FOOTER_ROOM)
+    shown = _fit(r.start_line, r.lines, limits, max_chars - _FOOTER_ROOM, r.cut_lines)
     body = _numbered_lines(r.start_line, shown)
     footer = _read_footer(r, r.start_line + len(shown) - 1, cut=True, max_chars=max_chars)
     return f"{body}\n\n{footer}", shown, True
