@@ -323,7 +323,8 @@ def test_ipython_shows_markdown_and_html_once_registered(ws: toolfs.Workspace) -
 def test_the_core_classes_carry_no_display_code() -> None:
     from toolfs.errors import FsError
     from toolfs.policy.events import AuditLog, FsEvent
-    from toolfs.results import EditResult, ReadResult, ToolOutput, WriteResult
+    from toolfs.render import ToolOutput
+    from toolfs.results import EditResult, ReadResult, WriteResult
 
     for cls in (FsError, AuditLog, FsEvent, ReadResult, WriteResult, EditResult, ToolOutput):
         assert not any(hasattr(cls, f"_repr_{m}_") for m in ("markdown", "html")), cls

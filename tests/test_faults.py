@@ -24,7 +24,7 @@ import pytest
 
 import toolfs
 from tests.backends import S3Backend
-from toolfs.results import ToolOutput
+from toolfs.render import ToolOutput
 from toolfs.testing.emulators import S3Emulator
 from toolfs.testing.faults import FAULTS, Fault, FaultProxy, Rule, fast_failing_s3fs_options
 

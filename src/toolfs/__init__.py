@@ -29,7 +29,8 @@ if TYPE_CHECKING:
         PolicyFileSystem,
         Veto,
     )
-    from toolfs.results import EditResult, ReadResult, ToolOutput, WriteResult
+    from toolfs.render import ToolOutput
+    from toolfs.results import EditResult, ReadResult, WriteResult
     from toolfs.schemas import EditArgs, ReadArgs, WriteArgs, tool_definitions
     from toolfs.versions import FileVersion
     from toolfs.workspace import AsyncWorkspace, Workspace
@@ -41,7 +42,7 @@ _EXPORTS: dict[str, str] = {
     "AuditLog": "toolfs.policy", "FsEvent": "toolfs.policy", "LedgerSnapshot": "toolfs.policy",
     "Policy": "toolfs.policy", "PolicyFileSystem": "toolfs.policy", "Veto": "toolfs.policy",
     "EditResult": "toolfs.results", "ReadResult": "toolfs.results",
-    "ToolOutput": "toolfs.results", "WriteResult": "toolfs.results",
+    "ToolOutput": "toolfs.render", "WriteResult": "toolfs.results",
     "EditArgs": "toolfs.schemas", "ReadArgs": "toolfs.schemas", "WriteArgs": "toolfs.schemas",
     "tool_definitions": "toolfs.schemas",
     "FileVersion": "toolfs.versions",

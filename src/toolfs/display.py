@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from toolfs.errors import FsError
 from toolfs.escaping import escape_undecodable
 from toolfs.policy.events import AuditLog, FsEvent
-from toolfs.render import number_line, render_read
-from toolfs.results import EditResult, ReadResult, ToolOutput, WriteResult
+from toolfs.render import ToolOutput, number_line, render_read
+from toolfs.results import EditResult, ReadResult, WriteResult
 
 if TYPE_CHECKING:
     from toolfs.workspace import Workspace
@@ -277,7 +277,7 @@ _VIEWS: tuple[Views, ...] = (
     ("toolfs.results", "ReadResult", result_markdown, result_html),
     ("toolfs.results", "WriteResult", result_markdown, result_html),
     ("toolfs.results", "EditResult", result_markdown, result_html),
-    ("toolfs.results", "ToolOutput", output_markdown, output_html),
+    ("toolfs.render", "ToolOutput", output_markdown, output_html),
     ("toolfs.errors", "FsError", error_markdown, error_html),
     ("toolfs.policy.events", "AuditLog", audit_markdown, audit_html),
     ("toolfs.policy.events", "FsEvent", event_markdown, event_html),

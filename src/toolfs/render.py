@@ -20,7 +20,6 @@ from toolfs.results import (
     MAX_OUTPUT_CHARS,
     EditResult,
     ReadResult,
-    ToolOutput,
     ToolResult,
     WriteResult,
 )
@@ -329,3 +328,30 @@ def structured_content(output: ToolOutput) -> dict[str, Any]:
         view = value.model_copy(update={"path": path})
     data = {"ok": True, "result": view.model_dump(mode="json")}
     return escape_undecodable_data(data)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """The outcome of :meth:`toolfs.Workspace.execute`: model text plus the canonical value
+    or the error. ``execute`` never raises for tool errors.
+
+    ``text`` and :meth:`to_dict` are what goes to the model: valid Unicode (undecodable
+    names escaped visibly) and within ``max_chars`` characters. ``value`` is never cut."""
+
+    text: str
+    value: ToolResult | None
+    error: FsError | None
+    max_chars: int = MAX_OUTPUT_CHARS
+    """The character budget of ``text`` and of the lines in :meth:`to_dict`."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", bound_text(self.text, self.max_chars))
+
+    @property
+    def is_error(self) -> bool:
+        return self.error is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe structured content: the value's fields or the error's, cut the way
+        ``text`` is (see :func:`structured_content`)."""
+        return structured_content(self)

@@ -6,12 +6,10 @@ truncation lives only there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from toolfs.errors import FsError
 from toolfs.versions import FileVersion
 
 
@@ -102,35 +100,3 @@ ToolResult = ReadResult | WriteResult | EditResult
 
 MAX_OUTPUT_CHARS = 100_000
 """Default character budget of what one tool call sends the model (about 25k tokens)."""
-
-
-@dataclass(frozen=True)
-class ToolOutput:
-    """The outcome of :meth:`toolfs.Workspace.execute`: model text plus the canonical value
-    or the error. ``execute`` never raises for tool errors.
-
-    ``text`` and :meth:`to_dict` are what goes to the model: valid Unicode (undecodable
-    names escaped visibly) and within ``max_chars`` characters. ``value`` is never cut."""
-
-    text: str
-    value: ToolResult | None
-    error: FsError | None
-    max_chars: int = MAX_OUTPUT_CHARS
-    """The character budget of ``text`` and of the lines in :meth:`to_dict`."""
-
-    def __post_init__(self) -> None:
-        from toolfs.render import bound_text
-
-        object.__setattr__(self, "text", bound_text(self.text, self.max_chars))
-
-    @property
-    def is_error(self) -> bool:
-        return self.error is not None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe structured content: the value's fields or the error's, cut the way
-        ``text`` is (see :func:`toolfs.render.structured_content`)."""
-        from toolfs.render import structured_content
-
-        return structured_content(self)
-

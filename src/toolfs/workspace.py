@@ -20,8 +20,8 @@ from toolfs.policy.filesystem import PolicyFileSystem
 from toolfs.policy.ledger import LedgerSnapshot
 from toolfs.policy.rules import Policy
 from toolfs.redact import Redactor
-from toolfs.render import MAX_OUTPUT_CHARS, check_output_budget, render_output
-from toolfs.results import EditResult, ReadResult, ToolOutput, ToolResult, WriteResult
+from toolfs.render import MAX_OUTPUT_CHARS, ToolOutput, check_output_budget, render_output
+from toolfs.results import EditResult, ReadResult, ToolResult, WriteResult
 from toolfs.schemas import ARGS_MODELS, DefinitionFormat, EditArgs, ReadArgs, WriteArgs
 from toolfs.schemas import tool_definitions as _tool_definitions
 
