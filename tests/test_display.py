@@ -4,7 +4,6 @@ workspaces, escaped against hostile names, registered with IPython from above th
 from __future__ import annotations
 
 import html.parser
-import importlib.util
 import re
 import subprocess
 import sys
@@ -220,9 +219,7 @@ def test_md_text_and_md_code_render_as_the_name_only() -> None:
 
 def _markdown_it() -> Any:
     """A CommonMark renderer with GFM tables and raw HTML on (as Jupyter and nbconvert
-    render Markdown), if markdown-it-py is installed."""
-    if importlib.util.find_spec("markdown_it") is None:
-        return None
+    render Markdown); markdown-it-py comes with the test extra."""
     from markdown_it import MarkdownIt
 
     return MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])

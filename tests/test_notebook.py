@@ -123,9 +123,9 @@ def test_hostile_names_display_as_text_in_a_kernel(tmp_path: pathlib.Path) -> No
         assert "<img" not in out.data["text/html"] and "<script" not in out.data["text/html"]
     assert "&lt;img src=x onerror=alert(1)&gt;.md" in shown[0].data["text/html"]
 
-    if importlib.util.find_spec("nbconvert") is not None:  # the export that went wrong
-        from nbconvert import HTMLExporter
+    # The export that went wrong (nbconvert comes with the test extra).
+    from nbconvert import HTMLExporter
 
-        page, _ = HTMLExporter(template_name="basic").from_notebook_node(nb)
-        assert "<img src=x" not in page and "<script>alert(1)" not in page
-        assert "<b>ctx</b>" not in page
+    page, _ = HTMLExporter(template_name="basic").from_notebook_node(nb)
+    assert "<img src=x" not in page and "<script>alert(1)" not in page
+    assert "<b>ctx</b>" not in page
