@@ -15,6 +15,7 @@ from toolfs.backends.base import (
     Blob,
     Capabilities,
     Create,
+    Entry,
     Overwrite,
     PutMode,
     Store,
@@ -23,7 +24,8 @@ from toolfs.backends.base import (
 from toolfs.backends.generic import GenericStore
 
 __all__ = [
-    "AsyncStore", "Blob", "Capabilities", "Create", "GenericStore", "Overwrite", "PutMode",
+    "AsyncStore", "Blob", "Capabilities", "Create", "Entry", "GenericStore", "Overwrite",
+    "PutMode",
     "Store", "Update", "store_for",
 ]
 

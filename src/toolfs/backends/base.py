@@ -21,11 +21,13 @@ local) implement the sync methods; the coroutines run them in a worker thread.
 from __future__ import annotations
 
 import asyncio
+import datetime
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from toolfs.errors import fs_error
+from toolfs.errors import FsError, fs_error
 from toolfs.versions import FileVersion
 
 
@@ -47,6 +49,20 @@ class Update:
 
 
 PutMode = Create | Overwrite | Update
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a listing, as the listing itself described it (no request per entry)."""
+
+    path: str
+    """The wrapped filesystem's own path (``bucket/key``, ``/dir/file``)."""
+    kind: Literal["file", "dir"]
+    size: int | None = None
+    mtime: float | None = None
+    """Modification time, seconds since the epoch; ``None`` where the backend has none."""
+    version: FileVersion | None = None
+    """The version, where the listing carries one (S3 ETag, GCS generation)."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +134,64 @@ class Store(ABC):
             base = f"{base}/{part}" if base else part
             out.append(base)
         return out
+
+    # -- listing --------------------------------------------------------------------
+
+    def list_files(self, prefix: str) -> Iterator[Entry]:
+        """Every file at any depth below the directory ``prefix`` (flat, in no particular
+        order), fresh from the backend (never a listing cache). One paginated listing on
+        object stores. This default uses ``fs.find``."""
+        self._forget_listings(prefix)
+        try:
+            found = self.fs.find(prefix, detail=True, withdirs=False)
+        except FileNotFoundError:
+            return
+        for name, info in found.items():
+            if info.get("type", "file") == "file":
+                yield Entry(path=self.fs._strip_protocol(name), kind="file",
+                            size=_int_or_none(info.get("size")), mtime=mtime_of(info))
+
+    def list_dir(self, path: str) -> Iterator[Entry]:
+        """The immediate children of the directory ``path`` (files and directories), fresh
+        from the backend; one delimiter listing (paginated) on object stores. This default
+        uses ``fs.ls``; a missing directory is ``not_found``, a file ``not_a_file``."""
+        self._forget_listings(path)
+        try:
+            entries = self.fs.ls(path, detail=True)
+        except FileNotFoundError as exc:
+            raise fs_error("not_found", f"{path} does not exist", path=path) from exc
+        except NotADirectoryError as exc:
+            raise fs_error("not_a_file", f"{path} is a file, not a directory",
+                           path=path) from exc
+        own = self.fs._strip_protocol(path).rstrip("/")
+        for info in entries:
+            name = self.fs._strip_protocol(info["name"]).rstrip("/")
+            if name == own:  # fsspec answers ls(file) with the file itself
+                if info.get("type") != "directory":
+                    raise fs_error("not_a_file", f"{path} is a file, not a directory",
+                                   path=path)
+                continue
+            kind: Literal["file", "dir"] = "dir" if info.get("type") == "directory" else "file"
+            yield Entry(path=name, kind=kind,
+                        size=_int_or_none(info.get("size")) if kind == "file" else None,
+                        mtime=mtime_of(info))
+
+    def get_many(self, paths: Iterable[str], *, max_in_flight: int = 16,
+                 length: int | None = None) -> Iterator[tuple[str, Blob | FsError]]:
+        """``get(path, length=length)`` for each path, yielded **in input order**, with up
+        to ``max_in_flight`` requests outstanding where the backend is remote (this
+        default fetches one at a time). A failure is yielded as its ``FsError``, not
+        raised; stopping the iteration early cancels what is still in flight."""
+        for path in paths:
+            try:
+                yield path, self.get(path, length=length)
+            except FsError as err:
+                yield path, err
+
+    def _forget_listings(self, path: str) -> None:
+        invalidate = getattr(self.fs, "invalidate_cache", None)
+        if invalidate is not None:
+            invalidate(path)
 
     @abstractmethod
     def get(
@@ -191,6 +265,32 @@ class AsyncStore(Store):
         from fsspec.asyn import sync
 
         return sync(self.fs.loop, lambda: coro)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) else None
+
+
+def mtime_of(info: dict[str, Any]) -> float | None:
+    """A modification time from an fsspec ``info`` dict, whatever the backend calls it
+    (``mtime``, ``LastModified``, ``updated``, ``created``), as epoch seconds."""
+    for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
+        value = info.get(key)
+        if isinstance(value, int | float):
+            return float(value)
+        if isinstance(value, datetime.datetime):
+            if value.tzinfo is None:
+                value = value.replace(tzinfo=datetime.UTC)
+            return value.timestamp()
+        if isinstance(value, str):
+            try:
+                parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=datetime.UTC)
+            return parsed.timestamp()
+    return None
 
 
 def clamp_range(size: int, start: int, length: int | None) -> tuple[int, int]:
