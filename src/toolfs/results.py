@@ -96,7 +96,64 @@ class EditResult(_Result):
     """1-based line number of ``snippet[0]`` in the new file."""
 
 
-ToolResult = ReadResult | WriteResult | EditResult
+class GlobResult(_Result):
+    """What ``glob`` found: files whose path matches, newest first (ties by path)."""
+
+    paths: list[str]
+    """Display paths, relative to the workspace root."""
+    truncated: bool
+    """True when more files matched than the result holds (the workspace's glob cap)."""
+
+
+class GrepMatch(_Result):
+    """One line of a ``grep`` result in ``content`` mode."""
+
+    path: str
+    line: int
+    """1-based line number."""
+    text: str
+    """The line, without its terminator."""
+    context: bool
+    """True for a context line (``context`` > 0), False for a matching line."""
+
+
+class GrepResult(_Result):
+    """What ``grep`` found, in the shape of its ``output_mode``."""
+
+    mode: Literal["files_with_matches", "content", "count"]
+    files: list[str]
+    """Files with at least one match (every mode), sorted by path."""
+    matches: list[GrepMatch]
+    """Matching and context lines (``content`` mode only), by path then line."""
+    counts: dict[str, int]
+    """Matching lines per file (``count`` mode only)."""
+    truncated: bool
+    """True when ``head_limit`` or a cap cut the result."""
+    files_searched: int
+    """Text files actually searched (skipped files not counted)."""
+
+
+class ListEntry(_Result):
+    """One child of a directory listed by ``ls``."""
+
+    name: str
+    kind: Literal["file", "dir"]
+    size: int | None
+    """Bytes, for files; ``None`` for directories."""
+
+
+class ListResult(_Result):
+    """What ``ls`` listed: the immediate children of one directory, sorted by name."""
+
+    path: str
+    """Display path of the directory (``.`` for the root)."""
+    entries: list[ListEntry]
+    truncated: bool
+    """True when the directory has more entries than the result holds (the ls cap)."""
+
+
+ToolResult = (ReadResult | WriteResult | EditResult | GlobResult | GrepResult
+              | ListResult)
 
 MAX_OUTPUT_CHARS = 100_000
 """Default character budget of what one tool call sends the model (about 25k tokens)."""

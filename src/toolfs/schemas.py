@@ -1,4 +1,5 @@
-"""The pinned model-facing schemas of ``read``, ``write`` and ``edit``.
+"""The pinned model-facing schemas of ``read``, ``write``, ``edit``, ``glob``, ``grep`` and
+``ls``.
 
 These pydantic models are a public contract: field names, required/optional sets and
 defaults do not change. :func:`tool_definitions` exports them as plain JSON Schema and
@@ -16,7 +17,7 @@ from toolfs.errors import fs_error
 
 DEFAULT_LIMIT = 2000
 
-ToolName = Literal["read", "write", "edit"]
+ToolName = Literal["read", "write", "edit", "glob", "grep", "ls"]
 DefinitionFormat = Literal["openai", "anthropic", "mcp", "json_schema"]
 
 
@@ -64,7 +65,59 @@ class EditArgs(_Args):
         return self
 
 
-ARGS_MODELS: dict[str, type[_Args]] = {"read": ReadArgs, "write": WriteArgs, "edit": EditArgs}
+class GlobArgs(_Args):
+    """Arguments of ``glob``."""
+
+    pattern: str = Field(
+        min_length=1,
+        description="Glob pattern matched against paths relative to `path`: `*` and `?` "
+                    "within one path segment, `**` any number of segments, `[abc]`, "
+                    "`{a,b}`. Names starting with `.` match only a segment that starts "
+                    "with `.`.")
+    path: str | None = Field(
+        default=None,
+        description="Directory to search, relative to the workspace root. Default: the root.")
+
+
+class GrepArgs(_Args):
+    """Arguments of ``grep``."""
+
+    pattern: str = Field(
+        min_length=1,
+        description="Regular expression (RE2 syntax, as ripgrep) searched line by line.")
+    path: str | None = Field(
+        default=None,
+        description="File or directory to search, relative to the workspace root. "
+                    "Default: the root.")
+    glob: str | None = Field(
+        default=None,
+        description="Only search files matching this glob (ripgrep -g: a glob without `/` "
+                    "matches the file name at any depth).")
+    output_mode: Literal["files_with_matches", "content", "count"] = Field(
+        default="files_with_matches",
+        description="files_with_matches: paths of matching files; content: matching lines "
+                    "as path:line:text; count: matching lines per file.")
+    ignore_case: bool = Field(default=False, description="Case-insensitive search.")
+    context: int = Field(
+        default=0, ge=0, le=100,
+        description="Lines of context before and after each match (content mode).")
+    head_limit: int | None = Field(
+        default=None, ge=1,
+        description="Show at most this many entries (files, lines or counts).")
+
+
+class LsArgs(_Args):
+    """Arguments of ``ls``."""
+
+    path: str | None = Field(
+        default=None,
+        description="Directory to list, relative to the workspace root. Default: the root.")
+
+
+ARGS_MODELS: dict[str, type[_Args]] = {
+    "read": ReadArgs, "write": WriteArgs, "edit": EditArgs,
+    "glob": GlobArgs, "grep": GrepArgs, "ls": LsArgs,
+}
 
 OBSERVATION_POLICY = (
     "Updating an existing file requires that you read or wrote that file earlier in this "
@@ -85,6 +138,20 @@ DESCRIPTIONS: dict[str, str] = {
         "Replace an exact literal string in a UTF-8 text file. old_string must match exactly "
         "once unless replace_all is true. " + OBSERVATION_POLICY
     ),
+    "glob": (
+        "Find files by name pattern (`**/*.py`, `src/**/test_*.{py,pyi}`). Returns matching "
+        "file paths, newest first. Hidden files match only patterns that name them. A "
+        "match is not a read: read a file before changing it."
+    ),
+    "grep": (
+        "Search file contents with a regular expression (RE2 syntax, as ripgrep), line by "
+        "line, in the UTF-8 text files under path. Skips hidden, binary, too-large and "
+        "ignored (.gitignore) files. A hit is not a read: read a file before changing it."
+    ),
+    "ls": (
+        "List the immediate children of a directory: files with their size, directories "
+        "marked with a trailing /."
+    ),
 }
 
 # MCP tool annotations: read is read-only; edit is not idempotent; write replaces
@@ -96,6 +163,12 @@ ANNOTATIONS: dict[str, dict[str, Any]] = {
               "idempotentHint": True, "openWorldHint": False},
     "edit": {"title": "Edit file", "readOnlyHint": False, "destructiveHint": True,
              "idempotentHint": False, "openWorldHint": False},
+    "glob": {"title": "Find files", "readOnlyHint": True, "destructiveHint": False,
+             "idempotentHint": True, "openWorldHint": False},
+    "grep": {"title": "Search file contents", "readOnlyHint": True,
+             "destructiveHint": False, "idempotentHint": True, "openWorldHint": False},
+    "ls": {"title": "List directory", "readOnlyHint": True, "destructiveHint": False,
+           "idempotentHint": True, "openWorldHint": False},
 }
 
 
@@ -115,16 +188,23 @@ def input_schema(tool: str) -> dict[str, Any]:
     return schema
 
 
-def tool_definitions(format: DefinitionFormat = "json_schema") -> list[dict[str, Any]]:
-    """The three tool definitions in the shape ``format`` expects.
+def tool_definitions(format: DefinitionFormat = "json_schema",
+                     tools: list[str] | tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """The tool definitions (all six, or the subset ``tools`` names, in that order) in the
+    shape ``format`` expects.
 
     * ``json_schema``: ``{"name", "description", "input_schema"}`` with plain JSON Schema;
     * ``openai``: ``{"type": "function", "function": {"name", "description", "parameters"}}``;
     * ``anthropic``: ``{"name", "description", "input_schema"}``;
     * ``mcp``: ``{"name", "title", "description", "inputSchema", "annotations"}``.
     """
+    names = list(ARGS_MODELS) if tools is None else list(tools)
+    unknown = [n for n in names if n not in ARGS_MODELS]
+    if unknown:
+        raise fs_error("invalid_arguments", f"unknown tool {unknown[0]!r}; the tools are "
+                       + ", ".join(ARGS_MODELS))
     out: list[dict[str, Any]] = []
-    for name in ARGS_MODELS:
+    for name in names:
         schema = input_schema(name)
         desc = DESCRIPTIONS[name]
         if format == "openai":
