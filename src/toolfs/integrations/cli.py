@@ -2,7 +2,10 @@
 
 * ``toolfs demo [--backend memory|local|s3]``: two agents, one file, one stale edit refused.
 * ``toolfs schema [--format openai|anthropic|mcp|json_schema]``: the tool definitions (JSON).
-* ``toolfs serve URL [...]``: the MCP server, over stdio or streamable HTTP.
+* ``toolfs serve URL [--tools read,grep,...]``: the MCP server, over stdio or streamable
+  HTTP.
+* ``toolfs glob PATTERN URL``, ``toolfs grep PATTERN URL``, ``toolfs ls URL``: discovery
+  for a person at a terminal, printing what the model would read.
 
 Errors are printed as one line on stderr, with exit status 2 for a bad command line and 1
 for a failure while running; credentials never appear in them.
@@ -86,14 +89,49 @@ def _parser() -> argparse.ArgumentParser:
     demo.set_defaults(command=_demo, name="demo")
 
     schema = sub.add_parser("schema", help="print the tool definitions as JSON",
-                            description="Print the read, write and edit tool definitions.")
+                            description="Print the tool definitions (read, write, edit, "
+                            "glob, grep, ls).")
     schema.add_argument("--format", choices=FORMATS, default="json_schema",
                         help="the shape to print (default: json_schema)")
+    schema.add_argument("--tools", type=_tool_list, default=None, metavar="LIST",
+                        help="only these tools, comma-separated (default: all six)")
     schema.set_defaults(command=_schema, name="schema")
+
+    # Discovery for a person at a terminal: the same answers the model gets.
+    glob = sub.add_parser("glob", help="list files matching a glob pattern",
+                          description="Print the files under URL whose path matches "
+                          "PATTERN, newest first (the glob tool).")
+    glob.add_argument("pattern", metavar="PATTERN", help="e.g. '**/*.py'")
+    grep = sub.add_parser("grep", help="search file contents with a regular expression",
+                          description="Search the text files under URL for PATTERN (RE2 "
+                          "syntax), as the grep tool does; ripgrep's output format.")
+    grep.add_argument("pattern", metavar="PATTERN", help="a regular expression")
+    grep.add_argument("-g", "--glob", dest="file_glob", metavar="GLOB",
+                      help="only files matching GLOB (ripgrep -g semantics)")
+    grep.add_argument("-i", "--ignore-case", action="store_true", help="ignore case")
+    grep.add_argument("-C", "--context", type=int, default=0, metavar="N",
+                      help="lines of context (content mode)")
+    grep.add_argument("--mode", choices=("files_with_matches", "content", "count"),
+                      default="content", help="output mode (default here: content)")
+    grep.add_argument("--head-limit", type=int, default=None, metavar="N",
+                      help="show at most N entries")
+    ls = sub.add_parser("ls", help="list a directory",
+                        description="Print the immediate children of a directory (the ls "
+                        "tool).")
+    for p in (glob, grep, ls):
+        p.add_argument("url", metavar="URL",
+                       help="fsspec URL or local path: memory://x, ./repo, s3://bucket/prefix")
+        p.add_argument("--path", default=None,
+                       help="a directory (or file, for grep) relative to URL")
+        p.add_argument("-o", "--option", metavar="KEY=VALUE", action="append", default=[],
+                       type=_storage_option, help="storage option (repeatable)")
+    glob.set_defaults(command=_discover, name="glob")
+    grep.set_defaults(command=_discover, name="grep")
+    ls.set_defaults(command=_discover, name="ls")
 
     serve = sub.add_parser(
         "serve", help="serve the tools over MCP (stdio or streamable HTTP)",
-        description="Serve read, write and edit over MCP on the filesystem at URL. Each MCP "
+        description="Serve the file tools over MCP on the filesystem at URL. Each MCP "
         "session is its own execution context.",
         epilog=f"The HTTP transport requires a bearer token: --token or ${TOKEN_ENV} (which "
         "keeps it out of the process list).")
@@ -116,11 +154,26 @@ def _parser() -> argparse.ArgumentParser:
                        help="HTTP port (default: 8765; 0 picks a free one)")
     serve.add_argument("--token", help=f"HTTP bearer token, at least 16 characters "
                        f"(default: ${TOKEN_ENV})")
+    serve.add_argument("--tools", type=_tool_list, default=None, metavar="LIST",
+                       help="offer only these tools, comma-separated, e.g. read,grep,glob,ls "
+                       "(default: all six)")
     serve.add_argument("--max-sessions", type=int, default=None, metavar="N",
                        help="HTTP: most MCP sessions open at once (default: 64); each keeps "
                        "a ledger and a content cache")
     serve.set_defaults(command=_serve, name="serve")
     return parser
+
+
+def _tool_list(text: str) -> tuple[str, ...]:
+    """``read,grep`` -> ``("read", "grep")``, refusing unknown names."""
+    from toolfs.schemas import ARGS_MODELS
+
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in ARGS_MODELS]
+    if not names or unknown:
+        what = f"unknown tool {unknown[0]!r}" if unknown else "no tool named"
+        raise argparse.ArgumentTypeError(f"{what}; the tools are {', '.join(ARGS_MODELS)}")
+    return names
 
 
 def _storage_option(text: str) -> tuple[str, Any]:
@@ -150,7 +203,29 @@ def _demo(args: argparse.Namespace) -> int:
 def _schema(args: argparse.Namespace) -> int:
     from toolfs.schemas import tool_definitions
 
-    print(json.dumps(tool_definitions(args.format), indent=2))
+    print(json.dumps(tool_definitions(args.format, args.tools), indent=2))
+    return 0
+
+
+def _discover(args: argparse.Namespace) -> int:
+    """``toolfs glob|grep|ls``: the tool's model text; exit 1 when it answered an error."""
+    from toolfs.workspace import Workspace
+
+    workspace = Workspace(args.url, dict(args.option) or None)
+    arguments: dict[str, Any] = {} if args.path is None else {"path": args.path}
+    if args.name in ("glob", "grep"):
+        arguments["pattern"] = args.pattern
+    if args.name == "grep":
+        arguments.update(output_mode=args.mode, ignore_case=args.ignore_case,
+                         context=args.context)
+        if args.file_glob is not None:
+            arguments["glob"] = args.file_glob
+        if args.head_limit is not None:
+            arguments["head_limit"] = args.head_limit
+    output = workspace.execute(args.name, arguments)
+    if output.is_error:  # one line on stderr, exit 1, as every other failure
+        raise RuntimeError(output.text.splitlines()[0])
+    print(output.text)
     return 0
 
 
@@ -186,7 +261,7 @@ def _serve(args: argparse.Namespace) -> int:
     workspace = Workspace(args.url, options or None, root=args.root,
                           read_only=args.read_only, deny=tuple(args.deny))
     workspace.check_root()  # a missing bucket is said now, not on every call
-    server = ToolfsMCP(workspace, redact=redact)
+    server = ToolfsMCP(workspace, redact=redact, tools=args.tools)
     with _log_to_stderr(redact):
         if args.transport == "stdio":
             server.serve_stdio()

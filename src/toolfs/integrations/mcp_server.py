@@ -46,7 +46,14 @@ from toolfs import __version__
 from toolfs.errors import ErrorCode
 from toolfs.escaping import escape_undecodable, escape_undecodable_data
 from toolfs.redact import Redactor
-from toolfs.results import EditResult, ReadResult, WriteResult
+from toolfs.results import (
+    EditResult,
+    GlobResult,
+    GrepResult,
+    ListResult,
+    ReadResult,
+    WriteResult,
+)
 from toolfs.schemas import ARGS_MODELS, input_schema, tool_definitions
 from toolfs.workspace import AsyncWorkspace, Workspace
 
@@ -60,9 +67,10 @@ MIN_TOKEN_LENGTH = 16
 _CONTEXT_KEY = "toolfs.context"
 _RESULT_MODELS: dict[str, type[BaseModel]] = {
     "read": ReadResult, "write": WriteResult, "edit": EditResult,
+    "glob": GlobResult, "grep": GrepResult, "ls": ListResult,
 }
-_INSTRUCTIONS = ("File tools over one workspace: read, write and edit text files by paths "
-                 "relative to the workspace root.")
+_INSTRUCTIONS = ("File tools over one workspace: find files (glob, grep, ls), then read, "
+                 "write and edit text files by paths relative to the workspace root.")
 
 
 class ToolError(BaseModel):
@@ -97,11 +105,11 @@ def _input_schema_of(tool: str) -> dict[str, Any] | None:
     return input_schema(tool) if tool in ARGS_MODELS else None
 
 
-def mcp_tools() -> list[types.Tool]:
-    """The three tools as MCP ``Tool`` objects (:func:`toolfs.tool_definitions` plus an
-    output schema)."""
+def mcp_tools(tools: list[str] | tuple[str, ...] | None = None) -> list[types.Tool]:
+    """The tools (all six, or the subset ``tools`` names) as MCP ``Tool`` objects
+    (:func:`toolfs.tool_definitions` plus an output schema)."""
     return [types.Tool.model_validate({**d, "outputSchema": output_schema(d["name"])})
-            for d in tool_definitions("mcp")]
+            for d in tool_definitions("mcp", tools)]
 
 
 class ToolfsMCP:
@@ -113,14 +121,18 @@ class ToolfsMCP:
         redact: masks credentials in the error texts the server returns (never in
             file content, which must stay byte-exact).
         name: the server name announced to clients.
+        tools: the tools to offer (default: all six); a call of another one is refused
+            as an unknown tool.
     """
 
     def __init__(self, workspace: Workspace | AsyncWorkspace, *,
-                 redact: Redactor | None = None, name: str = "toolfs") -> None:
+                 redact: Redactor | None = None, name: str = "toolfs",
+                 tools: list[str] | tuple[str, ...] | None = None) -> None:
         self.workspace = (workspace if isinstance(workspace, AsyncWorkspace)
                           else AsyncWorkspace(workspace))
         self.redact = redact or Redactor()
-        self.tools = mcp_tools()
+        self.tools = mcp_tools(tools)
+        self._enabled = frozenset(t.name for t in self.tools)
         self._stream_context: AsyncWorkspace | None = None
         self._session_contexts: set[AsyncWorkspace] = set()
         self.server: Server[Any] = Server(
@@ -137,7 +149,7 @@ class ToolfsMCP:
 
     async def _call_tool(self, ctx: ServerRequestContext[Any],
                          params: types.CallToolRequestParams) -> types.CallToolResult:
-        if params.name not in ARGS_MODELS:
+        if params.name not in self._enabled:
             # MCP reports an unknown tool as a protocol error; bad arguments are tool errors.
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name[:50]!r}")
         output = await self._context(ctx).execute(params.name, params.arguments or {})
