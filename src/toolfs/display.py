@@ -26,8 +26,16 @@ from typing import TYPE_CHECKING, Any
 from toolfs.errors import FsError
 from toolfs.escaping import escape_undecodable
 from toolfs.policy.events import AuditLog, FsEvent
-from toolfs.render import ToolOutput, number_line, render_read
-from toolfs.results import EditResult, ReadResult, WriteResult
+from toolfs.render import ToolOutput, number_line, render_read, render_result
+from toolfs.results import (
+    EditResult,
+    GlobResult,
+    GrepResult,
+    ListResult,
+    ReadResult,
+    ToolResult,
+    WriteResult,
+)
 
 if TYPE_CHECKING:
     from toolfs.workspace import Workspace
@@ -143,8 +151,24 @@ def _edit_snippet(result: EditResult) -> str:
                      for i, line in enumerate(result.snippet))
 
 
-def result_markdown(result: ReadResult | WriteResult | EditResult) -> str:
-    """Markdown for a read, write or edit result."""
+def _discovery_summary(result: GlobResult | GrepResult | ListResult) -> tuple[str, str]:
+    """(tool name, a plain-text summary) of a glob, grep or ls result."""
+    cut = " (truncated)" if result.truncated else ""
+    if isinstance(result, GlobResult):
+        return "glob", f"{len(result.paths)} file(s){cut}"
+    if isinstance(result, GrepResult):
+        return "grep", (f"{len(result.files)} matching file(s) of {result.files_searched} "
+                        f"searched{cut}")
+    return "ls", f"{len(result.entries)} entr(ies){cut}"
+
+
+def result_markdown(result: ToolResult) -> str:
+    """Markdown for a tool result (read, write, edit, glob, grep, ls)."""
+    if isinstance(result, GlobResult | GrepResult | ListResult):
+        tool, summary = _discovery_summary(result)
+        where = f" {md_code(result.path)}" if isinstance(result, ListResult) else ""
+        return (f"**{tool}**{where} · {md_text(summary)}\n\n"
+                + _fence(escape_undecodable(render_result(result))))
     path, version = md_code(result.path), md_code(result.version.short)
     if isinstance(result, ReadResult):
         return f"**read** {path} · version {version}\n\n" + _fence(render_read(result))
@@ -216,8 +240,13 @@ def table_html(rows: list[dict[str, str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def result_html(result: ReadResult | WriteResult | EditResult) -> str:
-    """HTML for a read, write or edit result."""
+def result_html(result: ToolResult) -> str:
+    """HTML for a tool result (read, write, edit, glob, grep, ls)."""
+    if isinstance(result, GlobResult | GrepResult | ListResult):
+        tool, summary = _discovery_summary(result)
+        where = f" {_hcode(result.path)}" if isinstance(result, ListResult) else ""
+        return (f"<p><strong>{tool}</strong>{where} · {_h(summary)}</p>"
+                + _pre(render_result(result)))
     path, version = _hcode(result.path), _hcode(result.version.short)
     if isinstance(result, ReadResult):
         return (f"<p><strong>read</strong> {path} · version {version}</p>"
@@ -277,6 +306,9 @@ _VIEWS: tuple[Views, ...] = (
     ("toolfs.results", "ReadResult", result_markdown, result_html),
     ("toolfs.results", "WriteResult", result_markdown, result_html),
     ("toolfs.results", "EditResult", result_markdown, result_html),
+    ("toolfs.results", "GlobResult", result_markdown, result_html),
+    ("toolfs.results", "GrepResult", result_markdown, result_html),
+    ("toolfs.results", "ListResult", result_markdown, result_html),
     ("toolfs.render", "ToolOutput", output_markdown, output_html),
     ("toolfs.errors", "FsError", error_markdown, error_html),
     ("toolfs.policy.events", "AuditLog", audit_markdown, audit_html),
