@@ -34,7 +34,6 @@ from toolfs.results import (
     ListResult,
     ReadResult,
     ToolResult,
-    WriteResult,
 )
 
 if TYPE_CHECKING:
