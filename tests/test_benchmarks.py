@@ -78,3 +78,9 @@ def test_bench_throughput() -> None:
     # The script exits 1 (and prints FAILED:) if toolfs ever loses an update.
     assert "Verified: every successful toolfs edit" in done.stdout, done.stdout
     assert "no lost updates" in done.stdout, done.stdout
+
+
+def test_bench_discovery() -> None:
+    done = run("bench_discovery.py", timeout=300)
+    assert_table(done)
+    assert "| S3, 60 objects" in done.stdout and "grep files_with_matches" in done.stdout
