@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 
 import _common
-
 import toolfs
 from toolfs.testing.emulators import S3Emulator
 
@@ -90,7 +89,7 @@ def bench_local(files: int) -> list[list[object]]:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(_body(i))
         ws = toolfs.Workspace(str(root))
-        t_ours, result = _timed(lambda: ws.grep(PATTERN, output_mode="content"))
+        t_ours, _ = _timed(lambda: ws.grep(PATTERN, output_mode="content"))
         if rg is None:
             return [[f"local, {files} files", "grep content", f"{t_ours:.3f}", "n/a", "n/a",
                      "", ""]]
