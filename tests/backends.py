@@ -94,6 +94,15 @@ class AsyncBridge:
     def execute(self, *args: Any, **kwargs: Any) -> Any:
         return self._run(self._aws.execute(*args, **kwargs))
 
+    def glob(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run(self._aws.glob(*args, **kwargs))
+
+    def grep(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run(self._aws.grep(*args, **kwargs))
+
+    def ls(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run(self._aws.ls(*args, **kwargs))
+
     def new_context(self, **overrides: Any) -> AsyncBridge:
         return AsyncBridge(self._sync.new_context(**overrides))
 

@@ -18,6 +18,7 @@ PACKAGE = SRC / "toolfs"
 
 CORE = ("toolfs.errors", "toolfs.results", "toolfs.render", "toolfs.text", "toolfs.versions",
         "toolfs.escaping", "toolfs.redact", "toolfs.schemas", "toolfs.tools",
+        "toolfs.tools_discovery", "toolfs.discovery",
         "toolfs.backends", "toolfs.policy")
 ABOVE_THE_CORE = ("toolfs.display", "toolfs.workspace", "toolfs.integrations")
 

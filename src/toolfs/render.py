@@ -19,6 +19,10 @@ from toolfs.escaping import escape_undecodable, escape_undecodable_data
 from toolfs.results import (
     MAX_OUTPUT_CHARS,
     EditResult,
+    GlobResult,
+    GrepMatch,
+    GrepResult,
+    ListResult,
     ReadResult,
     ToolResult,
     WriteResult,
@@ -26,6 +30,7 @@ from toolfs.results import (
 
 __all__ = ["MAX_LINE_CHARS", "MAX_OUTPUT_CHARS", "MIN_OUTPUT_CHARS", "bound_text",
            "check_output_budget", "number_line", "render_edit", "render_error",
+           "render_glob", "render_grep", "render_ls",
            "render_output", "render_read", "render_result", "render_write",
            "structured_content"]
 MIN_OUTPUT_CHARS = 1_000
@@ -229,12 +234,141 @@ def render_edit(r: EditResult, max_chars: int = MAX_OUTPUT_CHARS) -> str:
     return _edit_view(r, max_chars)[0]
 
 
+# -- glob, grep, ls -----------------------------------------------------------------
+
+
+def _fit_rows(rows: list[str], room: int) -> int:
+    """How many leading ``rows`` fit in ``room`` characters, joined by newlines."""
+    used = -1
+    for i, row in enumerate(rows):
+        used += len(row) + 1
+        if used > room:
+            return i
+    return len(rows)
+
+
+def _listing(rows: list[str], footer: list[str], max_chars: int, what: str
+             ) -> tuple[str, int]:
+    """Rows then footer notes within ``max_chars``; the number of rows shown."""
+    def text(n: int, notes: list[str]) -> str:
+        body = "\n".join(rows[:n])
+        tail = "\n".join(f"({note})" for note in notes)
+        return f"{body}\n\n{tail}" if body and tail else body or tail
+
+    full = text(len(rows), footer)
+    if len(full) <= max_chars:
+        return full, len(rows)
+    notes = [n if len(n) <= _FOOTER_ROOM // 2 else n[:_FOOTER_ROOM // 2] for n in footer]
+    room = max_chars - _FOOTER_ROOM - sum(len(n) + 3 for n in notes)
+    n = _fit_rows(rows, max(0, room))
+    cut = (f"Output truncated at {max_chars} characters: showing {n} of "
+           f"{_plural(len(rows), what)}")
+    return text(n, [cut, *notes]), n
+
+
+def _glob_view(r: GlobResult, max_chars: int) -> tuple[str, list[str]]:
+    limits = _Limits(max_chars)
+    if not r.paths:
+        return "No files found.", []
+    rows = [_clip(p, limits.path) for p in r.paths]
+    footer = []
+    if r.truncated:
+        footer.append(f"Showing the {len(r.paths)} newest matching files; more matched. "
+                      "Narrow the pattern or pass a path to see the others.")
+    text, n = _listing(rows, footer, max_chars, "path")
+    return text, rows[:n]
+
+
+def render_glob(r: GlobResult, max_chars: int = MAX_OUTPUT_CHARS) -> str:
+    return _glob_view(r, max_chars)[0]
+
+
+_SKIP_WORDS = {"too_large": "over the size cap", "not_text": "not text (binary or not UTF-8)",
+               "unreadable": "unreadable (changed or vanished while searched)"}
+
+
+def _grep_rows(r: GrepResult, limits: _Limits) -> tuple[list[str], list[int]]:
+    """The rows of a grep text, and for each row the index of the entry it shows (-1
+    for a ``--`` separator)."""
+    rows: list[str] = []
+    index: list[int] = []
+    if r.mode == "files_with_matches":
+        return [_clip(p, limits.path) for p in r.files], list(range(len(r.files)))
+    if r.mode == "count":
+        items = list(r.counts.items())
+        return ([f"{_clip(p, limits.path)}:{n}" for p, n in items], list(range(len(items))))
+    grouped = any(m.context for m in r.matches)
+    prev: GrepMatch | None = None
+    for i, m in enumerate(r.matches):
+        if grouped and prev is not None and (prev.path != m.path or m.line != prev.line + 1):
+            rows.append("--")
+            index.append(-1)
+        sep = "-" if m.context else ":"
+        rows.append(f"{_clip(m.path, limits.path)}{sep}{m.line}{sep}"
+                    f"{_clip_line(m.text, limits.line, m.chars)}")
+        index.append(i)
+        prev = m
+    return rows, index
+
+
+def _grep_view(r: GrepResult, max_chars: int) -> tuple[str, int]:
+    """The text of a grep, and how many entries it shows."""
+    limits = _Limits(max_chars)
+    what = {"files_with_matches": "file", "content": "line", "count": "count"}[r.mode]
+    rows, index = _grep_rows(r, limits)
+    footer = []
+    if r.truncated:
+        shown = len(r.files) if r.mode == "files_with_matches" else len(
+            r.counts if r.mode == "count" else r.matches)
+        footer.append(f"Showing the first {_plural(shown, what)} (by path); more matched. "
+                      "Narrow the pattern, path or glob, or raise head_limit.")
+    if r.skipped:
+        total = sum(r.skipped.values())
+        why = ", ".join(f"{n} {_SKIP_WORDS.get(k, k)}" for k, n in r.skipped.items())
+        footer.append(f"Skipped {_plural(total, 'file')}: {why}.")
+    if not rows:
+        head = f"No matches found in {_plural(r.files_searched, 'file')} searched."
+        return "\n".join([head, *(f"({n})" for n in footer)]), 0
+    text, n = _listing(rows, footer, max_chars, what)
+    # A `--` left last by the cut is dropped by never counting it as an entry.
+    shown = len([i for i in index[:n] if i >= 0])
+    return text, shown
+
+
+def render_grep(r: GrepResult, max_chars: int = MAX_OUTPUT_CHARS) -> str:
+    return _grep_view(r, max_chars)[0]
+
+
+def _ls_view(r: ListResult, max_chars: int) -> tuple[str, int]:
+    limits = _Limits(max_chars)
+    if not r.entries:
+        return f"(Empty directory: {_clip(r.path, limits.path)})", 0
+    rows = [f"{_clip(e.name, limits.path)}/" if e.kind == "dir"
+            else _clip(e.name, limits.path) + ("" if e.size is None else f"  ({e.size} bytes)")
+            for e in r.entries]
+    footer = []
+    if r.truncated:
+        footer.append(f"Showing the first {len(r.entries)} entries by name; the directory "
+                      "has more. Use glob to find files in it.")
+    return _listing(rows, footer, max_chars, "entry")
+
+
+def render_ls(r: ListResult, max_chars: int = MAX_OUTPUT_CHARS) -> str:
+    return _ls_view(r, max_chars)[0]
+
+
 def render_result(r: ToolResult, max_chars: int = MAX_OUTPUT_CHARS) -> str:
     """Model text for a result."""
     if isinstance(r, ReadResult):
         return render_read(r, max_chars)
     if isinstance(r, WriteResult):
         return render_write(r, max_chars)
+    if isinstance(r, GlobResult):
+        return render_glob(r, max_chars)
+    if isinstance(r, GrepResult):
+        return render_grep(r, max_chars)
+    if isinstance(r, ListResult):
+        return render_ls(r, max_chars)
     return render_edit(r, max_chars)
 
 
@@ -315,6 +449,10 @@ def structured_content(output: ToolOutput) -> dict[str, Any]:
     value = output.value
     assert value is not None
     view: ToolResult
+    if isinstance(value, GlobResult | GrepResult | ListResult):
+        view = _discovery_view(value, output.max_chars, limits)
+        data = {"ok": True, "result": view.model_dump(mode="json")}
+        return escape_undecodable_data(data)  # type: ignore[no-any-return]
     path = _clip(value.path, limits.path)
     if isinstance(value, ReadResult):
         _, shown, cut = _read_view(value, output.max_chars)
@@ -328,6 +466,40 @@ def structured_content(output: ToolOutput) -> dict[str, Any]:
         view = value.model_copy(update={"path": path})
     data = {"ok": True, "result": view.model_dump(mode="json")}
     return escape_undecodable_data(data)  # type: ignore[no-any-return]
+
+
+def _discovery_view(value: GlobResult | GrepResult | ListResult, max_chars: int,
+                    limits: _Limits) -> GlobResult | GrepResult | ListResult:
+    """The part of a glob, grep or ls result its text shows."""
+    if isinstance(value, GlobResult):
+        _, rows = _glob_view(value, max_chars)
+        return value.model_copy(update={"paths": rows,
+                                        "truncated": value.truncated or
+                                        len(rows) < len(value.paths)})
+    if isinstance(value, ListResult):
+        _, n = _ls_view(value, max_chars)
+        entries = [e.model_copy(update={"name": _clip(e.name, limits.path)})
+                   for e in value.entries[:n]]
+        return value.model_copy(update={"path": _clip(value.path, limits.path),
+                                        "entries": entries,
+                                        "truncated": value.truncated or n < len(value.entries)})
+    _, n = _grep_view(value, max_chars)
+    cut = value.truncated
+    if value.mode == "files_with_matches":
+        files = [_clip(p, limits.path) for p in value.files[:n]]
+        return value.model_copy(update={"files": files,
+                                        "truncated": cut or n < len(value.files)})
+    if value.mode == "count":
+        items = list(value.counts.items())[:n]
+        counts = {_clip(p, limits.path): c for p, c in items}
+        return value.model_copy(update={"files": list(counts), "counts": counts,
+                                        "truncated": cut or n < len(value.counts)})
+    matches = [m.model_copy(update={"path": _clip(m.path, limits.path),
+                                    "text": _clip_line(m.text, limits.line, m.chars)})
+               for m in value.matches[:n]]
+    files = list(dict.fromkeys(m.path for m in matches))
+    return value.model_copy(update={"files": files, "matches": matches,
+                                    "truncated": cut or n < len(value.matches)})
 
 
 @dataclass(frozen=True)

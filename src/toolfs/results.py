@@ -115,6 +115,9 @@ class GrepMatch(_Result):
     """The line, without its terminator."""
     context: bool
     """True for a context line (``context`` > 0), False for a matching line."""
+    chars: int | None = None
+    """Characters in the whole line when ``text`` holds only its first
+    ``toolfs.tools_discovery.GREP_LINE_CHARS``; ``None`` when ``text`` is the whole line."""
 
 
 class GrepResult(_Result):
@@ -131,6 +134,10 @@ class GrepResult(_Result):
     """True when ``head_limit`` or a cap cut the result."""
     files_searched: int
     """Text files actually searched (skipped files not counted)."""
+    skipped: dict[str, int] = {}
+    """Files left out, by reason: ``too_large`` (over the size cap, never fetched),
+    ``not_text`` (NUL bytes or invalid UTF-8), ``unreadable`` (vanished or failed while
+    being read). Hidden, ignored and denied files are not searched and not counted."""
 
 
 class ListEntry(_Result):

@@ -13,7 +13,7 @@ from fsspec.core import url_to_fs
 from fsspec.spec import AbstractFileSystem
 from pydantic import ValidationError
 
-from toolfs import tools
+from toolfs import tools, tools_discovery
 from toolfs.errors import FsError, fs_error
 from toolfs.policy.events import AuditLog, Subscriber
 from toolfs.policy.filesystem import PolicyFileSystem
@@ -21,8 +21,25 @@ from toolfs.policy.ledger import LedgerSnapshot
 from toolfs.policy.rules import Policy
 from toolfs.redact import Redactor
 from toolfs.render import MAX_OUTPUT_CHARS, ToolOutput, check_output_budget, render_output
-from toolfs.results import EditResult, ReadResult, ToolResult, WriteResult
-from toolfs.schemas import ARGS_MODELS, DefinitionFormat, EditArgs, ReadArgs, WriteArgs
+from toolfs.results import (
+    EditResult,
+    GlobResult,
+    GrepResult,
+    ListResult,
+    ReadResult,
+    ToolResult,
+    WriteResult,
+)
+from toolfs.schemas import (
+    ARGS_MODELS,
+    DefinitionFormat,
+    EditArgs,
+    GlobArgs,
+    GrepArgs,
+    LsArgs,
+    ReadArgs,
+    WriteArgs,
+)
 from toolfs.schemas import tool_definitions as _tool_definitions
 
 T = TypeVar("T")
@@ -110,6 +127,26 @@ class Workspace:
             EditArgs, file_path=file_path, old_string=old_string, new_string=new_string,
             replace_all=replace_all))
 
+    def glob(self, pattern: str, path: str | None = None) -> GlobResult:
+        """Files whose path below ``path`` matches ``pattern``, newest first (at most
+        ``glob_limit``); records no observation. Raises :class:`~toolfs.errors.FsError`."""
+        return self._guarded(tools_discovery.glob, _validated(
+            GlobArgs, pattern=pattern, path=path))
+
+    def grep(self, pattern: str, path: str | None = None, glob: str | None = None,
+             output_mode: str = "files_with_matches", ignore_case: bool = False,
+             context: int = 0, head_limit: int | None = None) -> GrepResult:
+        """Search the text files below ``path`` for an RE2 regular expression; records no
+        observation. Raises :class:`~toolfs.errors.FsError`."""
+        return self._guarded(tools_discovery.grep, _validated(
+            GrepArgs, pattern=pattern, path=path, glob=glob, output_mode=output_mode,
+            ignore_case=ignore_case, context=context, head_limit=head_limit))
+
+    def ls(self, path: str | None = None) -> ListResult:
+        """The immediate children of a directory (at most ``ls_limit``), sorted by name.
+        Raises :class:`~toolfs.errors.FsError`."""
+        return self._guarded(tools_discovery.ls, _validated(LsArgs, path=path))
+
     def execute(self, tool: str, arguments: Any) -> ToolOutput:
         """Run a tool from a model's call. Never raises for tool errors or bad input.
 
@@ -154,7 +191,8 @@ class Workspace:
         model = ARGS_MODELS.get(tool) if isinstance(tool, str) else None
         if model is None:
             raise fs_error("invalid_arguments",
-                           f"unknown tool {str(tool)[:50]!r}; the tools are read, write, edit")
+                           f"unknown tool {str(tool)[:50]!r}; the tools are "
+                           + ", ".join(ARGS_MODELS))
         if isinstance(arguments, str | bytes):
             try:
                 arguments = json.loads(arguments)
@@ -170,6 +208,12 @@ class Workspace:
             return self._guarded(tools.read, args)
         if isinstance(args, WriteArgs):
             return self._guarded(tools.write, args)
+        if isinstance(args, GlobArgs):
+            return self._guarded(tools_discovery.glob, args)
+        if isinstance(args, GrepArgs):
+            return self._guarded(tools_discovery.grep, args)
+        if isinstance(args, LsArgs):
+            return self._guarded(tools_discovery.ls, args)
         assert isinstance(args, EditArgs)
         return self._guarded(tools.edit, args)
 
@@ -245,6 +289,18 @@ class AsyncWorkspace:
                    replace_all: bool = False) -> EditResult:
         return await self._run(self.sync.edit, file_path, old_string, new_string, replace_all)
 
+    async def glob(self, pattern: str, path: str | None = None) -> GlobResult:
+        return await self._run(self.sync.glob, pattern, path)
+
+    async def grep(self, pattern: str, path: str | None = None, glob: str | None = None,
+                   output_mode: str = "files_with_matches", ignore_case: bool = False,
+                   context: int = 0, head_limit: int | None = None) -> GrepResult:
+        return await self._run(self.sync.grep, pattern, path, glob, output_mode,
+                               ignore_case, context, head_limit)
+
+    async def ls(self, path: str | None = None) -> ListResult:
+        return await self._run(self.sync.ls, path)
+
     async def execute(self, tool: str, arguments: Any) -> ToolOutput:
         return await self._run(self.sync.execute, tool, arguments)
 
@@ -265,7 +321,7 @@ class AsyncWorkspace:
 def _validated(model: type[T], **fields: Any) -> T:
     """Validate typed-method arguments (``None`` for offset/limit means "not given")."""
     return _validate(model, {k: v for k, v in fields.items()
-                             if v is not None or k not in ("offset", "limit")})
+                             if v is not None or k not in ("offset", "limit", "head_limit")})
 
 
 def _validate(model: type[T], given: dict[str, Any]) -> T:

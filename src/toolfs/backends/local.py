@@ -37,6 +37,7 @@ from toolfs.backends.base import (
     Blob,
     Capabilities,
     Create,
+    Entry,
     Overwrite,
     PutMode,
     Store,
@@ -102,6 +103,89 @@ class LocalStore(Store):
             raise fs_error("not_found", f"the workspace root {root} is not a directory",
                            path=root)
         self.folds_case = _folds_case(self.root or "/")
+
+    # -- listing --------------------------------------------------------------------
+
+    def _inside(self, real: str) -> bool:
+        root = self.root or "/"
+        return real == root or real.startswith(root.rstrip("/") + "/")
+
+    def _linked(self, path: str) -> tuple[str, os.stat_result] | None:
+        """The kind and stat of a symlink's target, if it stays inside the root."""
+        real = os.path.realpath(path)
+        if not self._inside(real):
+            return None
+        try:
+            st = os.stat(real)
+        except OSError:
+            return None
+        if stat.S_ISDIR(st.st_mode):
+            return "dir", st
+        return ("file", st) if _is_regular(st) else None
+
+    def list_files(self, prefix: str) -> Iterator[Entry]:
+        """Every regular file below ``prefix``, walked with ``os.scandir`` without
+        following symlinked directories; a symlink to a file is listed (by its own path)
+        only if its target lies inside the root. FIFOs, sockets and devices are left out."""
+        pending = [prefix]
+        while pending:
+            directory = pending.pop()
+            try:
+                it = os.scandir(directory)
+            except OSError:
+                continue
+            with it:
+                for entry in it:
+                    try:
+                        if entry.is_symlink():
+                            linked = self._linked(entry.path)
+                            if linked is None or linked[0] != "file":
+                                continue  # never descend a symlinked directory
+                            st = linked[1]
+                        elif entry.is_dir(follow_symlinks=False):
+                            pending.append(entry.path)
+                            continue
+                        else:
+                            st = entry.stat(follow_symlinks=False)
+                            if not _is_regular(st):
+                                continue
+                    except OSError:
+                        continue
+                    yield Entry(path=entry.path, kind="file", size=st.st_size,
+                                mtime=st.st_mtime)
+
+    def list_dir(self, path: str) -> Iterator[Entry]:
+        """The children of ``path`` (``not_found``/``not_a_file`` otherwise); a symlink
+        is shown as what it points to when that lies inside the root, else left out."""
+        try:
+            it = os.scandir(path)
+        except FileNotFoundError as exc:
+            raise fs_error("not_found", f"{path} does not exist", path=path) from exc
+        except NotADirectoryError as exc:
+            raise fs_error("not_a_file", f"{path} is a file, not a directory",
+                           path=path) from exc
+        except OSError as exc:
+            raise _translate(exc, path) from exc
+        with it:
+            for entry in it:
+                try:
+                    if entry.is_symlink():
+                        linked = self._linked(entry.path)
+                        if linked is None:
+                            continue
+                        kind, st = linked
+                    else:
+                        st = entry.stat(follow_symlinks=False)
+                        if stat.S_ISDIR(st.st_mode):
+                            kind = "dir"
+                        elif _is_regular(st):
+                            kind = "file"
+                        else:
+                            continue
+                except OSError:
+                    continue
+                yield Entry(path=entry.path, kind="dir" if kind == "dir" else "file",
+                            size=st.st_size if kind == "file" else None, mtime=st.st_mtime)
 
     # -- path walking ---------------------------------------------------------------
 

@@ -35,12 +35,13 @@ from __future__ import annotations
 import difflib
 import io
 import logging
+import os
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from fsspec.spec import AbstractFileSystem
 
@@ -61,6 +62,21 @@ SIBLINGS_FUZZY_LIMIT = 2_000
 SIBLINGS_SCAN_LIMIT = 100_000
 _COMMIT_STRIPES = 64
 _log = logging.getLogger("toolfs.events")
+
+
+@dataclass(frozen=True)
+class Found:
+    """One entry reached by :meth:`PolicyFileSystem.list_files` or
+    :meth:`PolicyFileSystem.list_dir`: confined, not denied, as the listing described it."""
+
+    path: str
+    """Display path, relative to the root (undecodable names escaped)."""
+    rel: str
+    """Path relative to the listed directory (the ``path`` argument), escaped too."""
+    backend_path: str
+    kind: Literal["file", "dir"]
+    size: int | None
+    mtime: float | None
 
 
 @dataclass(frozen=True)
@@ -115,6 +131,11 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         cache_bytes: int = 32 * MiB,
         store: Store | None = None,
         subscribers: list[Subscriber] | None = None,
+        glob_limit: int = 200,
+        grep_limit: int = 10_000,
+        ls_limit: int = 1_000,
+        max_in_flight: int = 16,
+        gitignore: bool = True,
     ) -> None:
         super().__init__()
         self.fs = fs
@@ -132,6 +153,20 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         self.block_size = block_size
         self.ledger = Ledger(self.context_id, cache_bytes=cache_bytes)
         self.subscribers: list[Subscriber] = list(subscribers or [])
+        for name, value in (("glob_limit", glob_limit), ("grep_limit", grep_limit),
+                            ("ls_limit", ls_limit), ("max_in_flight", max_in_flight)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise fs_error("invalid_arguments", f"{name} must be a positive integer")
+        self.glob_limit = glob_limit
+        """Most paths one ``glob`` returns (newest first)."""
+        self.grep_limit = grep_limit
+        """Most entries (files, lines or counts) one ``grep`` holds."""
+        self.ls_limit = ls_limit
+        """Most entries one ``ls`` returns."""
+        self.max_in_flight = max_in_flight
+        """Reads ``grep`` keeps outstanding on remote backends."""
+        self.gitignore = gitignore
+        """``grep`` skips what ``.gitignore`` files inside the root ignore."""
         # A commit and the ledger update after it happen under one lock per file (striped),
         # so this context's ledger never goes back to a version it has already replaced.
         self._commit_locks = [threading.Lock() for _ in range(_COMMIT_STRIPES)]
@@ -632,6 +667,107 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
 
     def ukey(self, path: str) -> str:
         return str(self.fs.ukey(self.resolve(path).backend_path))
+
+    # -- discovery (glob, grep, ls): listings, no observations ----------------------
+
+    def search_root(self, path: str | None) -> Target:
+        """Confine the directory (or file) a discovery tool starts from: the root for
+        ``None``, ``""`` or ``"."``; ``outside_root`` or ``denied`` as for ``read``."""
+        if path in (None, "", "."):
+            return Target(self.jail.join(""), ".")
+        assert path is not None
+        return self._readable(path, file=False)
+
+    def _visible(self, display: str, backend_path: str) -> bool:
+        """Not denied, by the listed path nor (local) by the file it reaches through
+        symlinks."""
+        if not self.deny:
+            return True
+        if self._denied(display):
+            return False
+        if self.jail.resolve_symlinks:
+            reached = self.jail.display_of(os.path.realpath(backend_path))
+            if reached != display and self._denied(escape_undecodable(reached)):
+                return False
+        return True
+
+    def _found(self, target: Target, listed: str, entry: Any, prefix: str) -> Found | None:
+        base = listed.rstrip("/")
+        name = entry.path.rstrip("/")
+        if base and not name.startswith(base + "/"):
+            return None
+        rel = name[len(base) + 1:] if base else name.lstrip("/")
+        if not rel or any(p in ("", ".", "..") for p in rel.split("/")):
+            return None
+        rel = escape_undecodable(f"{prefix}/{rel}" if prefix else rel)
+        display = rel if target.is_root else f"{escape_undecodable(target.display)}/{rel}"
+        if not self._visible(display, name):
+            return None
+        return Found(path=display, rel=rel, backend_path=name, kind=entry.kind,
+                     size=entry.size, mtime=entry.mtime)
+
+    def list_files(self, path: str | None = None, *, prefix: str = "") -> Iterator[Found]:
+        """Every file below the directory ``path`` (default: the root), or only below
+        its subdirectory ``prefix`` (relative, ``/``-separated, literal): one flat
+        listing (``Store.list_files``), fresh, in no particular order. Denied files are
+        left out; nothing outside the root is listed. A missing directory lists nothing.
+        Records no observation."""
+        target = self.search_root(path)
+        listed = target.backend_path
+        if prefix:
+            if any(p in ("", ".", "..") for p in prefix.split("/")) or "\x00" in prefix:
+                return
+            listed = f"{listed.rstrip('/')}/{prefix}" if listed else prefix
+            if self._denied(prefix if target.is_root else f"{target.display}/{prefix}"):
+                return
+        for entry in self.store.list_files(listed):
+            if entry.kind != "file":
+                continue
+            found = self._found(target, listed, entry, prefix)
+            if found is not None:
+                yield found
+
+    def list_dir(self, path: str | None = None) -> Iterator[Found]:
+        """The immediate children of the directory ``path`` (``Store.list_dir``: one
+        delimiter listing on object stores), denied ones left out. ``not_found`` for a
+        missing directory (the root lists as empty), ``not_a_file`` for a file."""
+        target = self.search_root(path)
+        try:
+            entries = list(self.store.list_dir(target.backend_path))
+        except FsError as err:
+            if err.code == "not_found" and target.is_root:
+                return
+            if err.code == "not_found":
+                raise self._not_found(target, err) from err.__cause__
+            raise self._fail(err, target, "read") from err.__cause__
+        for entry in entries:
+            found = self._found(target, target.backend_path, entry, "")
+            if found is None or "/" in found.rel:
+                continue
+            if found.kind == "dir" and self.deny and self._denied(f"{found.path}/\uffff"):
+                continue  # a directory whose every entry is denied (``secrets/**``)
+            yield found
+
+    def read_many(self, found: Iterable[Found], *, length: int | None = None,
+                  max_in_flight: int | None = None
+                  ) -> Iterator[tuple[Found, Blob | FsError]]:
+        """The bytes of listed files (``Store.get_many``: up to ``max_in_flight``
+        requests outstanding, in input order); a failure is yielded, not raised.
+        Records no observation. Stopping the iteration cancels what is in flight."""
+        by_path: dict[str, list[Found]] = {}
+        order: list[str] = []
+        for f in found:
+            by_path.setdefault(f.backend_path, []).append(f)
+            order.append(f.backend_path)
+        results = self.store.get_many(order, max_in_flight=max_in_flight or self.max_in_flight,
+                                      length=length)
+        try:
+            for backend_path, outcome in results:
+                yield by_path[backend_path].pop(0), outcome
+        finally:
+            close = getattr(results, "close", None)
+            if close is not None:
+                close()
 
     def __repr__(self) -> str:
         return (f"PolicyFileSystem({type(self.fs).__name__}, root={self.jail.root!r}, "

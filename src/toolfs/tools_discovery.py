@@ -1,0 +1,280 @@
+"""``glob``, ``grep`` and ``ls``: read-only discovery over a
+:class:`~toolfs.policy.PolicyFileSystem`.
+
+They reach the backend only through the policy filesystem's listing methods
+(:meth:`~toolfs.policy.PolicyFileSystem.list_files`, ``list_dir``, ``read_many``), so
+confinement and deny rules hold as for ``read``; none records an observation. Pattern
+logic lives in :mod:`toolfs.discovery`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterator
+
+from toolfs.backends.base import Blob
+from toolfs.discovery import (
+    LineRegex,
+    OverrideGlob,
+    TreeFilter,
+    compile_glob,
+    compile_override,
+    compile_regex,
+    split_data_lines,
+)
+from toolfs.errors import FsError
+from toolfs.policy.filesystem import Found, PolicyFileSystem
+from toolfs.render import MAX_LINE_CHARS
+from toolfs.results import GlobResult, GrepMatch, GrepResult, ListEntry, ListResult
+from toolfs.schemas import GlobArgs, GrepArgs, LsArgs
+from toolfs.text import BOM
+
+GREP_LINE_CHARS = 4 * MAX_LINE_CHARS
+"""Characters of a matching line a grep result keeps (the model sees ``MAX_LINE_CHARS``);
+``GrepMatch.chars`` gives the whole length of a longer one."""
+GITIGNORE_CAP = 1024 * 1024
+"""A ``.gitignore`` larger than this is not read."""
+
+
+def _search_path(path: str | None) -> str | None:
+    if path is None:
+        return None
+    stripped = path.rstrip("/")
+    return stripped or path
+
+
+def _rel_dir(fs: PolicyFileSystem, path: str | None) -> str:
+    target = fs.search_root(path)
+    return "" if target.is_root else target.display
+
+
+# -- glob -----------------------------------------------------------------------------
+
+
+def glob(fs: PolicyFileSystem, args: GlobArgs) -> GlobResult:
+    """Files below ``args.path`` whose path relative to it matches ``args.pattern``,
+    newest first (ties, and files without a modification time, by path)."""
+    pattern = compile_glob(args.pattern)
+    path = _search_path(args.path)
+
+    def key(f: Found) -> tuple[int, float, str]:
+        return (0, -f.mtime, f.path) if f.mtime is not None and not math.isnan(f.mtime) \
+            else (1, 0.0, f.path)
+
+    matched = (f for f in fs.list_files(path, prefix=pattern.prefix) if pattern.match(f.rel))
+    best = heapq.nsmallest(fs.glob_limit + 1, matched, key=key)
+    return GlobResult(paths=[f.path for f in best[:fs.glob_limit]],
+                      truncated=len(best) > fs.glob_limit)
+
+
+# -- ls -------------------------------------------------------------------------------
+
+
+def ls(fs: PolicyFileSystem, args: LsArgs) -> ListResult:
+    """The immediate children of a directory, sorted by name (capped at ``ls_limit``)."""
+    path = _search_path(args.path)
+    target = fs.search_root(path)
+    entries = heapq.nsmallest(fs.ls_limit + 1, fs.list_dir(path), key=lambda f: f.rel)
+    shown = [ListEntry(name=f.rel, kind=f.kind, size=f.size if f.kind == "file" else None)
+             for f in entries[:fs.ls_limit]]
+    return ListResult(path=target.display, entries=shown, truncated=len(entries) > fs.ls_limit)
+
+
+# -- grep -----------------------------------------------------------------------------
+
+
+class _Search:
+    """The state of one grep: what was found, what was skipped, when to stop."""
+
+    def __init__(self, fs: PolicyFileSystem, args: GrepArgs, regex: LineRegex) -> None:
+        self.fs, self.args, self.regex = fs, args, regex
+        self.mode = args.output_mode
+        self.limit = min(args.head_limit or fs.grep_limit, fs.grep_limit)
+        self.files: list[str] = []
+        self.matches: list[GrepMatch] = []
+        self.counts: dict[str, int] = {}
+        self.truncated = False
+        self.searched = 0
+        self.skipped: dict[str, int] = {}
+
+    def skip(self, why: str) -> None:
+        self.skipped[why] = self.skipped.get(why, 0) + 1
+
+    @property
+    def done(self) -> bool:
+        return self.truncated
+
+    def search(self, found: Found, blob: Blob) -> None:
+        """Search one file's bytes (already within the size cap)."""
+        data = blob.data
+        if data.startswith(BOM):
+            data = data[len(BOM):]
+        if b"\x00" in data:
+            self.skip("not_text")
+            return
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            self.skip("not_text")
+            return
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n")
+        self.searched += 1
+        hits = self.regex.matching_lines(data)
+        if not hits:
+            return
+        if self.mode == "files_with_matches":
+            self._add_file(found.path)
+        elif self.mode == "count":
+            if len(self.counts) >= self.limit:
+                self.truncated = True
+                return
+            self.files.append(found.path)
+            self.counts[found.path] = len(hits)
+        else:
+            self._add_lines(found.path, data, hits)
+
+    def _add_file(self, path: str) -> None:
+        if len(self.files) >= self.limit:
+            self.truncated = True
+            return
+        self.files.append(path)
+
+    def _add_lines(self, path: str, data: bytes, hits: list[int]) -> None:
+        lines = split_data_lines(data)
+        context = self.args.context
+        wanted: list[tuple[int, bool]] = []
+        hit_set = set(hits)
+        last = -1
+        for h in hits:
+            for n in range(max(h - context, last + 1), min(h + context, len(lines) - 1) + 1):
+                wanted.append((n, n not in hit_set))
+                last = n
+        self.files.append(path)
+        for n, is_context in wanted:
+            if len(self.matches) >= self.limit:
+                self.truncated = True
+                return
+            text = lines[n].decode("utf-8")
+            chars = None
+            if len(text) > GREP_LINE_CHARS:
+                chars, text = len(text), text[:GREP_LINE_CHARS]
+            self.matches.append(GrepMatch(path=path, line=n + 1, text=text,
+                                          context=is_context, chars=chars))
+
+    def result(self) -> GrepResult:
+        return GrepResult(
+            mode=self.mode, files=self.files, matches=self.matches,
+            counts=self.counts if self.mode == "count" else {}, truncated=self.truncated,
+            files_searched=self.searched, skipped=dict(sorted(self.skipped.items())))
+
+
+def _filter(fs: PolicyFileSystem, base: str, override: OverrideGlob | None,
+            files: list[Found], prefix_dirs: list[str]) -> TreeFilter:
+    """The walk filter, with the ``.gitignore`` files that apply: those in the listing,
+    and those in the directories from the root down to the listed one; a directory
+    the walk does not enter is not read."""
+    tree = TreeFilter(base=base, override=override)
+    if not fs.gitignore:
+        return tree
+    by_dir: dict[str, Found] = {}
+    for f in files:
+        if f.path == ".gitignore" or f.path.endswith("/.gitignore"):
+            by_dir[f.path.rpartition("/")[0]] = f
+    for d in prefix_dirs:
+        if d not in by_dir:
+            gi = f"{d}/.gitignore" if d else ".gitignore"
+            if fs._visible(gi, fs.jail.join(gi)):
+                by_dir[d] = Found(path=gi, rel=gi, backend_path=fs.jail.join(gi),
+                                  kind="file", size=None, mtime=None)
+    levels: dict[int, list[str]] = {}
+    for d in by_dir:
+        levels.setdefault(0 if not d else d.count("/") + 1, []).append(d)
+    for depth in sorted(levels):
+        wanted = [by_dir[d] for d in sorted(levels[depth])
+                  if tree.dir_visited(d) and (by_dir[d].size or 0) <= GITIGNORE_CAP]
+        for f, outcome in fs.read_many(wanted, length=GITIGNORE_CAP):
+            if isinstance(outcome, Blob):
+                text = outcome.data.decode("utf-8", "replace")
+                tree.add_gitignore(f.path.rpartition("/")[0], text)
+    return tree
+
+
+def grep(fs: PolicyFileSystem, args: GrepArgs) -> GrepResult:
+    """Lines matching ``args.pattern`` (RE2) in the text files below ``args.path``."""
+    regex = compile_regex(args.pattern, ignore_case=args.ignore_case)
+    override = compile_override(args.glob) if args.glob is not None else None
+    path = _search_path(args.path)
+    base = _rel_dir(fs, path)
+    search = _Search(fs, args, regex)
+    cap = fs.size_cap
+
+    # The narrowest literal directory: the search path, or the glob's prefix below it.
+    prefix = ""
+    if override is not None and override.prefix:
+        if override.prefix == base or override.prefix.startswith(base + "/") or not base:
+            prefix = override.prefix[len(base) + 1:] if base else override.prefix
+        elif not base.startswith(override.prefix + "/"):
+            return search.result()  # the glob names files outside the searched path
+    listed = list(fs.list_files(path, prefix=prefix))
+    if not listed and base:
+        return _grep_one(fs, path, base, search)
+    top = f"{base}/{prefix}" if base and prefix else (base or prefix)
+    parts = top.split("/") if top else []
+    prefix_dirs = ["/".join(parts[:i]) for i in range(len(parts) + 1)]
+    tree = _filter(fs, base, override, listed, prefix_dirs)
+    if not fs.gitignore:
+        tree.gitignore = {}
+    candidates: list[Found] = []
+    for f in sorted(listed, key=lambda f: f.path):
+        if not tree.file_visited(f.path):
+            continue
+        if f.size is not None and f.size > cap:
+            search.skip("too_large")
+            continue
+        candidates.append(f)
+    _run(fs, candidates, search, cap)
+    return search.result()
+
+
+def _run(fs: PolicyFileSystem, candidates: list[Found], search: _Search, cap: int) -> None:
+    outcomes: Iterator[tuple[Found, Blob | FsError]] = fs.read_many(
+        candidates, length=cap + 1)
+    try:
+        for found, outcome in outcomes:
+            if isinstance(outcome, FsError):
+                search.skip("unreadable")
+                continue
+            if outcome.size > cap:
+                search.skip("too_large")
+                continue
+            search.search(found, outcome)
+            if search.done:
+                break
+    finally:
+        close = getattr(outcomes, "close", None)
+        if close is not None:
+            close()
+
+
+def _grep_one(fs: PolicyFileSystem, path: str | None, base: str,
+              search: _Search) -> GrepResult:
+    """``path`` names no directory with files: search it as one file if it is one."""
+    target = fs.search_root(path)
+    one = Found(path=base, rel=base.rsplit("/", 1)[-1], backend_path=target.backend_path,
+                kind="file", size=None, mtime=None)
+    for found, outcome in fs.read_many([one], length=fs.size_cap + 1):
+        if isinstance(outcome, FsError):
+            if outcome.code == "not_found":
+                raise fs._not_found(target, outcome)
+            return search.result()  # a directory without files
+        if outcome.size > fs.size_cap:
+            search.skip("too_large")
+        else:
+            search.search(found, outcome)
+    return search.result()
+
+
+__all__ = ["glob", "grep", "ls"]
+

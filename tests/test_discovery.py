@@ -1,0 +1,452 @@
+"""glob, grep and ls: the contract on every backend, comparisons with Python's glob and
+ripgrep on local disk, ReDoS and concurrency."""
+
+from __future__ import annotations
+
+import glob as pyglob
+import os
+import pathlib
+import random
+import re
+import shutil
+import subprocess
+import threading
+from typing import Any
+
+import pytest
+
+from tests.backends import Backend, LocalBackend
+from toolfs.discovery import TreeFilter, compile_glob, compile_override, compile_regex
+
+CAP = 4096
+DENY = ["secrets/**", "*.pem"]
+
+TREE: dict[str, bytes] = {
+    "README.md": b"# Project\nhello world\n",
+    "setup.py": b"from setuptools import setup\nsetup(name='demo')\n",
+    "src/app.py": b"import os\n\ndef main():\n    print('hello')\n    return 0\n",
+    "src/util.py": b"def helper():\n    return 'Hello'\n",
+    "src/types.pyi": b"def helper() -> str: ...\n",
+    "src/deep/er/mod.py": b"x = 1\nhello = x\ny = 2\nz = 3\nhello again\n",
+    "src/.cache/tmp.py": b"hello hidden\n",
+    "docs/guide.txt": b"line one\nline two\nhello docs\nline four\n",
+    "docs/crlf.txt": b"first\r\nhello crlf\r\nlast\r\n",
+    "docs/bom.txt": b"\xef\xbb\xbfhello bom\nsecond\n",
+    "data/blob.bin": b"hello\x00\x01\x02",
+    "data/latin1.txt": b"hello caf\xe9\n",
+    "data/big.txt": b"hello big\n" * 1000,
+    ".env": b"SECRET=hello\n",
+    ".github/ci.yml": b"run: hello\n",
+    "secrets/key.txt": b"hello secret\n",
+    "id.pem": b"hello pem\n",
+    ".gitignore": b"build/\n*.log\n!keep.log\n",
+    "build/out.txt": b"hello build\n",
+    "app.log": b"hello log\n",
+    "keep.log": b"hello keep\n",
+    "src/.gitignore": b"generated.py\n",
+    "src/generated.py": b"hello generated\n",
+    "empty.txt": b"",
+}
+
+
+def _populate(b: Backend) -> None:
+    for rel, data in TREE.items():
+        b.put(rel, data)
+
+
+def _ws(b: Backend, **kw: Any) -> Any:
+    return b.workspace(deny=DENY, size_cap=CAP, **kw)
+
+
+# -- the contract, on every backend -------------------------------------------------------
+
+
+def test_glob(backend: Backend) -> None:
+    _populate(backend)
+    ws = _ws(backend)
+    assert sorted(ws.glob("**/*.py").paths) == [
+        "setup.py", "src/app.py", "src/deep/er/mod.py", "src/generated.py", "src/util.py"]
+    assert sorted(ws.glob("*.py", path="src").paths) == [
+        "src/app.py", "src/generated.py", "src/util.py"]
+    assert sorted(ws.glob("src/**/*.{py,pyi}").paths) == [
+        "src/app.py", "src/deep/er/mod.py", "src/generated.py", "src/types.pyi",
+        "src/util.py"]
+    # hidden names only through a segment that starts with "."; .gitignore does not filter
+    assert sorted(ws.glob(".*").paths) == [".env", ".gitignore"]
+    assert ws.glob(".github/*.yml").paths == [".github/ci.yml"]
+    assert sorted(ws.glob("**/.*/*.py").paths) == ["src/.cache/tmp.py"]
+    assert ws.glob("build/*").paths == ["build/out.txt"]
+    # denied never appear
+    everything = ws.glob("**/*").paths + ws.glob("**/.*").paths + ws.glob("*").paths
+    assert not [p for p in everything if p.startswith("secrets") or p.endswith(".pem")]
+    assert ws.glob("secrets/*").paths == []
+    assert ws.glob("nothing/**").paths == []
+    out = ws.execute("glob", {"pattern": "*.md"})
+    assert out.text == "README.md" and not out.value.truncated
+    assert ws.execute("glob", {"pattern": "*.zzz"}).text == "No files found."
+
+
+def test_glob_newest_first_and_limit(backend: Backend) -> None:
+    _populate(backend)
+    ws = _ws(backend, glob_limit=3)
+    r = ws.glob("**/*.txt")
+    assert r.truncated and len(r.paths) == 3
+    out = ws.execute("glob", {"pattern": "**/*.txt"})
+    assert "more matched. Narrow the pattern or pass a path" in out.text
+    assert out.to_dict()["result"]["truncated"] is True
+    full = _ws(backend).glob("**/*.txt").paths
+    assert r.paths == full[:3]
+
+
+def test_grep_files_with_matches(backend: Backend) -> None:
+    _populate(backend)
+    ws = _ws(backend)
+    r = ws.grep("hello")
+    assert r.files == ["README.md", "docs/bom.txt", "docs/crlf.txt", "docs/guide.txt",
+                       "keep.log", "src/app.py", "src/deep/er/mod.py"]
+    assert r.skipped == {"not_text": 2, "too_large": 1}
+    out = ws.execute("grep", {"pattern": "hello"})
+    assert out.text == "\n".join(r.files) + (
+        "\n\n(Skipped 3 files: 2 not text (binary or not UTF-8), 1 over the size cap.)")
+    # ignore_case, path, path naming a hidden dir or one file, glob filter
+    assert ws.grep("hello", path="src", ignore_case=True).files == [
+        "src/app.py", "src/deep/er/mod.py", "src/util.py"]
+    assert ws.grep("hello", path=".github").files == [".github/ci.yml"]
+    assert ws.grep("hello", path="src/generated.py").files == ["src/generated.py"]
+    assert ws.grep("hello", path="build").files == ["build/out.txt"]
+    assert ws.grep("hello", glob="*.txt").files == [
+        "docs/bom.txt", "docs/crlf.txt", "docs/guide.txt"]
+    # a whitelisting glob also re-includes a .gitignored file (ripgrep -g)
+    assert ws.grep("hello", glob="src/**/*.py").files == [
+        "src/app.py", "src/deep/er/mod.py", "src/generated.py"]
+    assert ws.grep("hello", glob="!*.txt").files == [
+        "README.md", "keep.log", "src/app.py", "src/deep/er/mod.py"]
+    # a whitelisting glob includes an ignored or hidden *file* (as ripgrep -g does)
+    assert ws.grep("hello", glob="*.log").files == ["app.log", "keep.log"]
+    assert ws.grep("hello", glob=".env").files == [".env"]
+
+
+def test_grep_content_and_context(backend: Backend) -> None:
+    _populate(backend)
+    ws = _ws(backend)
+    out = ws.execute("grep", {"pattern": "hello", "path": "docs", "output_mode": "content"})
+    assert out.text == ("docs/bom.txt:1:hello bom\ndocs/crlf.txt:2:hello crlf\n"
+                        "docs/guide.txt:3:hello docs")
+    out = ws.execute("grep", {"pattern": "^hello", "path": "src/deep",
+                              "output_mode": "content", "context": 1})
+    assert out.text == ("src/deep/er/mod.py-1-x = 1\nsrc/deep/er/mod.py:2:hello = x\n"
+                        "src/deep/er/mod.py-3-y = 2\nsrc/deep/er/mod.py-4-z = 3\n"
+                        "src/deep/er/mod.py:5:hello again")
+    out = ws.execute("grep", {"pattern": "^hello$|^x", "path": "src/deep",
+                              "output_mode": "content", "context": 0})
+    assert out.text == "src/deep/er/mod.py:1:x = 1"
+    out = ws.execute("grep", {"pattern": "^x|again", "path": "src/deep",
+                              "output_mode": "content", "context": 1})
+    assert out.text == ("src/deep/er/mod.py:1:x = 1\nsrc/deep/er/mod.py-2-hello = x\n--\n"
+                        "src/deep/er/mod.py-4-z = 3\nsrc/deep/er/mod.py:5:hello again")
+    r = ws.grep("hello", path="docs", output_mode="content", context=1)
+    assert [(m.path, m.line, m.context) for m in r.matches][:3] == [
+        ("docs/bom.txt", 1, False), ("docs/bom.txt", 2, True), ("docs/crlf.txt", 1, True)]
+    assert "--\ndocs/crlf.txt-1-first" in ws.execute(
+        "grep", {"pattern": "hello", "path": "docs", "output_mode": "content",
+                 "context": 1}).text
+    # head_limit caps the lines
+    r = ws.grep("hello", output_mode="content", head_limit=2)
+    assert len(r.matches) == 2 and r.truncated
+    text = ws.execute("grep", {"pattern": "hello", "output_mode": "content",
+                               "head_limit": 2}).text
+    assert "Showing the first 2 lines (by path); more matched" in text
+
+
+def test_grep_count_and_head_limit(backend: Backend) -> None:
+    _populate(backend)
+    ws = _ws(backend)
+    out = ws.execute("grep", {"pattern": "hello", "output_mode": "count", "path": "src"})
+    assert out.text == "src/app.py:1\nsrc/deep/er/mod.py:2"
+    r = ws.grep("hello", head_limit=2)
+    assert r.files == ["README.md", "docs/bom.txt"] and r.truncated
+    out = ws.execute("grep", {"pattern": "hello", "head_limit": 2})
+    assert "Showing the first 2 files (by path); more matched" in out.text
+    r = ws.grep("hello", output_mode="count", head_limit=1)
+    assert r.counts == {"README.md": 1} and r.truncated
+    assert ws.execute("grep", {"pattern": "zzz"}).text.startswith("No matches found in ")
+
+
+def test_grep_errors_and_denied(backend: Backend) -> None:
+    _populate(backend)
+    ws = _ws(backend)
+    for args, code in [({"pattern": "(unclosed"}, "invalid_arguments"),
+                       ({"pattern": "(?=x)"}, "invalid_arguments"),
+                       ({"pattern": "x", "path": "../etc"}, "outside_root"),
+                       ({"pattern": "x", "path": "secrets/key.txt"}, "denied"),
+                       ({"pattern": "x", "path": "id.pem"}, "denied"),
+                       ({"pattern": "x", "path": "missing/dir"}, "not_found")]:
+        out = ws.execute("grep", args)
+        assert out.error is not None and out.error.code == code, (args, out.text)
+    for mode in ("files_with_matches", "content", "count"):
+        text = ws.execute("grep", {"pattern": "secret|pem", "output_mode": mode,
+                                   "ignore_case": True}).text
+        assert "secrets/" not in text and "id.pem" not in text and "hello pem" not in text
+
+
+def test_ls(backend: Backend) -> None:
+    _populate(backend)
+    ws = _ws(backend)
+    r = ws.ls()
+    names = [(e.name, e.kind) for e in r.entries]
+    assert ("src", "dir") in names and ("README.md", "file") in names
+    assert ("secrets", "dir") not in names and ("id.pem", "file") not in names
+    assert names == sorted(names)
+    out = ws.execute("ls", {"path": "src/deep"})
+    assert out.text == "er/"
+    out = ws.execute("ls", {"path": "docs"})
+    assert out.text == "\n".join(
+        f"{n}  ({len(TREE['docs/' + n])} bytes)" for n in ("bom.txt", "crlf.txt", "guide.txt"))
+    assert ws.execute("ls", {"path": "README.md"}).error.code == "not_a_file"
+    assert ws.execute("ls", {"path": "nope"}).error.code == "not_found"
+    assert ws.execute("ls", {"path": "../x"}).error.code == "outside_root"
+    small = _ws(backend, ls_limit=2).execute("ls", {})
+    assert small.value.truncated and "the directory has more" in small.text
+
+
+def test_read_only_and_no_observation(backend: Backend) -> None:
+    _populate(backend)
+    ws = _ws(backend, read_only=True)
+    assert ws.grep("hello").files and ws.glob("*.md").paths and ws.ls().entries
+    rw = _ws(backend)
+    rw.grep("hello", output_mode="content")
+    rw.glob("**/*")
+    rw.ls()
+    out = rw.execute("edit", {"file_path": "README.md", "old_string": "hello",
+                              "new_string": "bye"})
+    assert out.error is not None and out.error.code == "not_observed"
+
+
+def test_output_budget(backend: Backend) -> None:
+    for i in range(60):
+        backend.put(f"many/file{i:03}.txt", b"hello " + b"x" * 100 + b"\n")
+    ws = backend.workspace(max_output_chars=1000)
+    for tool, args in [("grep", {"pattern": "hello", "output_mode": "content"}),
+                       ("grep", {"pattern": "hello"}), ("glob", {"pattern": "**/*"}),
+                       ("ls", {"path": "many"})]:
+        out = ws.execute(tool, args)
+        assert len(out.text) <= 1000 and "Output truncated at 1000 characters" in out.text
+        assert out.to_dict()["result"]["truncated"] is True
+
+
+# -- comparisons on local disk -------------------------------------------------------------
+
+
+def _tree(root: pathlib.Path, n: int, seed: int = 7) -> list[str]:
+    rnd = random.Random(seed)
+    dirs = ["", "a", "a/b", "a/b/c", "b", ".h", "a/.h2", "lib", "lib/x_y", "a/b/.d/e"]
+    names = ["x", "y", "test_z", "main", ".dot", "a-b", "café", "X1"]
+    exts = [".py", ".pyi", ".txt", ".md", "", ".tar.gz"]
+    made = set()
+    while len(made) < n:
+        rel = "/".join(filter(None, [rnd.choice(dirs),
+                                     rnd.choice(names) + str(rnd.randint(0, 9))
+                                     + rnd.choice(exts)]))
+        made.add(rel)
+    for rel in made:
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("x\n")
+    return sorted(made)
+
+
+def _expand(pattern: str) -> list[str]:
+    """Brace expansion written independently of toolfs (no nesting)."""
+    m = re.search(r"\{([^{}]*)\}", pattern)
+    if not m:
+        return [pattern]
+    return [e for alt in m.group(1).split(",")
+            for e in _expand(pattern[:m.start()] + alt + pattern[m.end():])]
+
+
+GLOBS = ["*", "*.py", "**/*.py", "**/*", "a/**", "a/**/*.txt", "**/b/*", "a/*/*",
+         "**/.*", ".h/*", "**/.h2/*", "*.{py,md}", "**/test_*.{py,pyi}", "a/b/**/c/*",
+         "**/[xy]?.*", "**/[!x]*.py", "lib/*_*/*", "**/*.tar.gz", "**/café*", "?1*",
+         "a/**/.d/*", "**/X1*", "a/{b,.h2}/*"]
+
+
+@pytest.mark.parametrize("pattern", GLOBS)
+def test_glob_matches_python_glob(tmp_path: pathlib.Path, pattern: str) -> None:
+    b = LocalBackend(str(tmp_path))
+    b.setup()
+    root = pathlib.Path(b.root)
+    _tree(root, 300)
+    ws = b.workspace(glob_limit=10_000)
+    want = set()
+    for alt in _expand(pattern):
+        for p in pyglob.glob(alt, root_dir=root, recursive=True, include_hidden=False):
+            if (root / p).is_file():
+                want.add(p)
+    got = set(ws.glob(pattern).paths)
+    assert got == want
+
+
+def test_glob_pure_matcher_against_fnmatch() -> None:
+    import fnmatch
+
+    rnd = random.Random(3)
+    alphabet = "ab.*?[]!-_"
+    for _ in range(2000):
+        pat = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 6)))
+        name = "".join(rnd.choice("ab.-_[]!") for _ in range(rnd.randint(1, 6)))
+        want = fnmatch.fnmatchcase(name, pat) and (not name.startswith(".")
+                                                   or pat.startswith("."))
+        if "{" in pat:
+            continue
+        assert compile_glob(pat).match(name) == want, (pat, name)
+
+
+def _grep_tree(root: pathlib.Path) -> None:
+    rnd = random.Random(11)
+    words = ["alpha", "beta", "Gamma", "delta", "foo_bar", "TODO", "fixme", "x=1", "end"]
+    for i in range(80):
+        d = rnd.choice(["", "src", "src/pkg", "docs", "build", "logs", ".hidden", "src/.cfg"])
+        ext = rnd.choice([".py", ".txt", ".md", ".log"])
+        lines = [" ".join(rnd.choice(words) for _ in range(rnd.randint(0, 5)))
+                 for _ in range(rnd.randint(0, 12))]
+        p = root / d / f"f{i}{ext}"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("\n".join(lines) + ("\n" if rnd.random() < 0.8 else ""))
+    (root / ".gitignore").write_text("build/\n*.log\n!keep*.log\n")
+    (root / "src" / ".gitignore").write_text("/pkg/f1*.py\n")
+    (root / "logs" / "keep1.log").write_text("alpha keep\n")
+    (root / "bin.dat").write_bytes(b"alpha\x00beta\n")
+
+
+def _reference_grep(root: pathlib.Path, pattern: str, glob: str | None, icase: bool,
+                    base: str = "") -> dict[str, list[int]]:
+    """An independent reference: os.walk, Python's re (trusted test patterns only) and
+    toolfs's pure TreeFilter for the ignore rules."""
+    tree = TreeFilter(base=base, override=compile_override(glob) if glob else None)
+    for gi in root.rglob(".gitignore"):
+        rel = gi.parent.relative_to(root).as_posix()
+        tree.add_gitignore("" if rel == "." else rel, gi.read_text())
+    rx = re.compile(pattern, re.IGNORECASE if icase else 0)
+    out: dict[str, list[int]] = {}
+    for dirpath, _dirs, files in os.walk(root / base if base else root):
+        for name in files:
+            rel = (pathlib.Path(dirpath) / name).relative_to(root).as_posix()
+            if not tree.file_visited(rel):
+                continue
+            data = (root / rel).read_bytes()
+            if b"\x00" in data:
+                continue
+            lines = data.decode().split("\n")
+            if lines and lines[-1] == "":
+                lines.pop()
+            hits = [i + 1 for i, line in enumerate(lines) if rx.search(line)]
+            if hits:
+                out[rel] = hits
+    return dict(sorted(out.items()))
+
+
+def _rg(root: pathlib.Path, args: list[str]) -> str:
+    cmd = ["rg", "--no-config", "--no-require-git",
+           "--no-ignore-global", "--sort", "path", "--color", "never", *args]
+    return subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=False).stdout
+
+
+GREPS = [("alpha", None, False, ""), ("^beta", None, False, ""), ("gamma", None, True, ""),
+         ("fo+_bar$", "*.py", False, ""), ("TODO|fixme", "src/**", False, ""),
+         ("delta", "!*.md", False, ""), ("alpha", None, False, "src"),
+         ("x=1", "*.log", False, ""), ("end$", None, False, ".hidden")]
+
+
+@pytest.mark.parametrize(("pattern", "glob", "icase", "base"), GREPS)
+def test_grep_matches_ripgrep(tmp_path: pathlib.Path, pattern: str, glob: str | None,
+                              icase: bool, base: str) -> None:
+    b = LocalBackend(str(tmp_path))
+    b.setup()
+    root = pathlib.Path(b.root)
+    _grep_tree(root)
+    ws = b.workspace(grep_limit=100_000, max_output_chars=10**7)
+    kw: dict[str, Any] = {"glob": glob, "ignore_case": icase, "path": base or None}
+    counts = ws.execute("grep", {"pattern": pattern, "output_mode": "count",
+                                 **{k: v for k, v in kw.items() if v}}).text
+    files = ws.grep(pattern, **kw).files
+    content = ws.execute("grep", {"pattern": pattern, "output_mode": "content",
+                                  **{k: v for k, v in kw.items() if v}}).text
+    ctx = ws.execute("grep", {"pattern": pattern, "output_mode": "content", "context": 2,
+                              **{k: v for k, v in kw.items() if v}}).text
+    counts, content, ctx = (t.split("\n\n(Skipped")[0] for t in (counts, content, ctx))
+    if shutil.which("rg"):
+        flags = (["-i"] if icase else []) + (["-g", glob] if glob else [])
+        where = [base] if base else []
+        rg_files = _rg(root, ["-l", *flags, pattern, *where]).split()
+        assert files == rg_files
+        assert counts == _rg(root, ["-c", *flags, pattern, *where]).rstrip("\n") or \
+            counts.startswith("No matches")
+        rg_content = _rg(root, ["-n", "-H", *flags, pattern, *where]).rstrip("\n")
+        assert content == rg_content or (not rg_content and content.startswith("No match"))
+        rg_ctx = _rg(root, ["-n", "-H", "-C", "2", *flags, pattern, *where]).rstrip("\n")
+        assert ctx == rg_ctx or (not rg_ctx and ctx.startswith("No match"))
+    else:  # CI without ripgrep: the same facts from an independent reference
+        ref = _reference_grep(root, pattern, glob, icase, base)
+        assert files == list(ref)
+        want = "\n".join(f"{p}:{len(v)}" for p, v in ref.items())
+        assert counts == want or (not ref and counts.startswith("No matches"))
+        lines = ws.grep(pattern, output_mode="content", **kw).matches
+        assert {(m.path, m.line) for m in lines} == {(p, n) for p, v in ref.items()
+                                                      for n in v}
+
+
+# -- ReDoS and concurrency ----------------------------------------------------------------
+
+
+def _bounded(fn: Any, seconds: float = 20.0) -> Any:
+    box: list[Any] = []
+    t = threading.Thread(target=lambda: box.append(fn()), daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), "the call did not return"
+    return box[0]
+
+
+def test_redos_pattern_returns(tmp_path: pathlib.Path) -> None:
+    b = LocalBackend(str(tmp_path))
+    b.setup()
+    b.put("evil.txt", b"a" * 100_000 + b"!\n")
+    ws = b.workspace()
+    r = _bounded(lambda: ws.grep("(a+)+$", output_mode="content"))
+    assert r.matches == []
+    r = _bounded(lambda: ws.grep("(a|aa)+!", output_mode="count"))
+    assert r.counts == {"evil.txt": 1}
+    assert _bounded(lambda: compile_regex("(x+x+)+y").matching_lines(b"x" * 100_000)) == []
+
+
+def test_discovery_while_another_context_writes(backend: Backend) -> None:
+    backend.put("w/f.txt", b"v0 hello\n")
+    ws, writer = backend.workspace(), backend.workspace()
+    writer.read("w/f.txt")
+    errors: list[BaseException] = []
+    seen: list[Any] = []
+    stop = threading.Event()
+
+    def write() -> None:
+        try:
+            for i in range(1, 8):
+                writer.write("w/f.txt", f"v{i} hello\n")
+                writer.write(f"w/new{i}.txt", "hello new\n")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            stop.set()
+
+    t = threading.Thread(target=write)
+    t.start()
+    while not stop.is_set() or not seen:
+        seen.append((ws.grep("hello", path="w", output_mode="content"),
+                     ws.glob("w/*.txt"), ws.ls("w")))
+    t.join()
+    assert not errors
+    states = {f"v{i} hello" for i in range(8)}
+    for grep_r, glob_r, ls_r in seen:
+        assert "w/f.txt" in glob_r.paths
+        for m in grep_r.matches:
+            assert m.text in states | {"hello new"}
+        assert {e.name for e in ls_r.entries} >= {"f.txt"}
