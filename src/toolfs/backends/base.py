@@ -21,8 +21,11 @@ local) implement the sync methods; the coroutines run them in a worker thread.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import datetime
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -142,13 +145,18 @@ class Store(ABC):
         order), fresh from the backend (never a listing cache). One paginated listing on
         object stores. This default uses ``fs.find``."""
         self._forget_listings(prefix)
+        own = self.fs._strip_protocol(prefix).rstrip("/")
         try:
             found = self.fs.find(prefix, detail=True, withdirs=False)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return
         for name, info in found.items():
+            path = self.fs._strip_protocol(name)
+            # fsspec answers find(file) with the file itself: only what lies below counts
+            if own and not path.startswith(own + "/"):
+                continue
             if info.get("type", "file") == "file":
-                yield Entry(path=self.fs._strip_protocol(name), kind="file",
+                yield Entry(path=path, kind="file",
                             size=_int_or_none(info.get("size")), mtime=mtime_of(info))
 
     def list_dir(self, path: str) -> Iterator[Entry]:
@@ -159,6 +167,8 @@ class Store(ABC):
         try:
             entries = self.fs.ls(path, detail=True)
         except FileNotFoundError as exc:
+            if self.is_root(path):  # an empty root (object stores, memory) lists empty
+                return
             raise fs_error("not_found", f"{path} does not exist", path=path) from exc
         except NotADirectoryError as exc:
             raise fs_error("not_a_file", f"{path} is a file, not a directory",
@@ -188,10 +198,17 @@ class Store(ABC):
             except FsError as err:
                 yield path, err
 
+    def is_root(self, path: str) -> bool:
+        """Whether ``path`` names the workspace root (or the filesystem's own root)."""
+        own: str = self.fs._strip_protocol(path).rstrip("/")
+        root: str = self.fs._strip_protocol(self.root).rstrip("/") if self.root else ""
+        return own == root
+
     def _forget_listings(self, path: str) -> None:
-        invalidate = getattr(self.fs, "invalidate_cache", None)
-        if invalidate is not None:
-            invalidate(path)
+        """Drop fsspec's cached listings of ``path``, its parents and everything below
+        it, on this filesystem and on any it wraps (``DirFileSystem``), so that the
+        defaults above list afresh."""
+        forget_listings(self.fs, path)
 
     @abstractmethod
     def get(
@@ -266,6 +283,102 @@ class AsyncStore(Store):
 
         return sync(self.fs.loop, lambda: coro)
 
+    def get_many(self, paths: Iterable[str], *, max_in_flight: int = 16,
+                 length: int | None = None) -> Iterator[tuple[str, Blob | FsError]]:
+        """A sliding window of up to ``max_in_flight`` ``get_async`` calls on fsspec's
+        loop, yielded in input order. The window is refilled only when the caller asks
+        for the next result, so at most ``max_in_flight`` blobs are held (in flight or
+        done and waiting their turn). Closing the iterator early cancels what is in
+        flight, waits for those calls to unwind, and never starts another."""
+        loop = self.fs.loop
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # no loop running in this thread: the usual case
+            running = None
+        if running is loop:
+            raise NotImplementedError("get_many would block fsspec's own loop; "
+                                      "await get_async there instead")
+        window = max(1, max_in_flight)
+        started: set[asyncio.Task[Any]] = set()  # touched on the loop thread only
+
+        async def one(path: str) -> Blob | FsError:
+            task = asyncio.current_task()
+            if task is not None:
+                started.add(task)
+            try:
+                return await self.get_async(path, length=length)
+            except FsError as err:
+                return err
+            finally:
+                if task is not None:
+                    started.discard(task)
+
+        pending: deque[tuple[str, concurrent.futures.Future[Blob | FsError]]] = deque()
+        source = iter(paths)
+        try:
+            while True:
+                for path in source:
+                    pending.append(
+                        (path, asyncio.run_coroutine_threadsafe(one(path), loop)))
+                    if len(pending) >= window:
+                        break
+                if not pending:
+                    return
+                path, future = pending.popleft()
+                yield path, future.result()
+        finally:
+            if pending:
+                for _, future in pending:
+                    future.cancel()
+                pending.clear()
+
+                async def unwind() -> None:
+                    # Cancellation requests were queued on the loop before this runs;
+                    # wait for the calls that had started to finish unwinding.
+                    await asyncio.sleep(0)
+                    if started:
+                        await asyncio.gather(*started, return_exceptions=True)
+
+                with contextlib.suppress(Exception):  # a loop already gone: nothing runs
+                    asyncio.run_coroutine_threadsafe(unwind(), loop).result(timeout=30)
+
+
+def forget_listings(fs: Any, path: str) -> None:
+    """Drop fsspec's cached listings of ``path``, its parents and its subtree on ``fs``
+    and on the filesystem it wraps, if any (``DirFileSystem``)."""
+    invalidate = getattr(fs, "invalidate_cache", None)
+    if invalidate is None:
+        return
+    invalidate(path)
+    own = fs._strip_protocol(path).rstrip("/")
+    cache = getattr(fs, "dircache", None)
+    if cache is not None:
+        with contextlib.suppress(Exception):  # a cache that cannot be walked: path only
+            for key in [k for k in list(cache) if isinstance(k, str)]:
+                name = key.rstrip("/")
+                if not own or name == own or name.startswith(own + "/"):
+                    cache.pop(key, None)
+    inner, join = getattr(fs, "fs", None), getattr(fs, "_join", None)
+    if inner is not None and inner is not fs and callable(join):
+        forget_listings(inner, join(path))
+
+
+def epoch_of(value: Any) -> float | None:
+    """Epoch seconds of a ``datetime`` (naive: UTC) or an RFC 3339 string."""
+    if isinstance(value, str):
+        try:
+            value = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if isinstance(value, datetime.datetime):
+        stamp: datetime.datetime = value
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=datetime.UTC)
+        return stamp.timestamp()
+    if isinstance(value, int | float):
+        return float(value)
+    return None
+
 
 def _int_or_none(value: Any) -> int | None:
     return int(value) if isinstance(value, int | float) else None
@@ -274,22 +387,13 @@ def _int_or_none(value: Any) -> int | None:
 def mtime_of(info: dict[str, Any]) -> float | None:
     """A modification time from an fsspec ``info`` dict, whatever the backend calls it
     (``mtime``, ``LastModified``, ``updated``, ``created``), as epoch seconds."""
-    for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
+    for key in ("mtime", "modified", "LastModified", "last_modified", "updated", "created"):
         value = info.get(key)
-        if isinstance(value, int | float):
-            return float(value)
-        if isinstance(value, datetime.datetime):
-            if value.tzinfo is None:
-                value = value.replace(tzinfo=datetime.UTC)
-            return value.timestamp()
-        if isinstance(value, str):
-            try:
-                parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-            except ValueError:
-                continue
-            if parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=datetime.UTC)
-            return parsed.timestamp()
+        if isinstance(value, bool):
+            continue
+        epoch = epoch_of(value)
+        if epoch is not None:
+            return epoch
     return None
 
 

@@ -26,6 +26,7 @@ import base64
 import hashlib
 import json
 import secrets
+from collections.abc import Iterator
 from typing import Any, ClassVar
 from urllib.parse import quote
 
@@ -36,9 +37,11 @@ from toolfs.backends.base import (
     Blob,
     Capabilities,
     Create,
+    Entry,
     Overwrite,
     PutMode,
     Update,
+    epoch_of,
 )
 from toolfs.errors import FsError, fs_error
 from toolfs.versions import FileVersion
@@ -100,6 +103,86 @@ class GCSStore(AsyncStore):
         if json.loads(r.body or b"{}").get("items"):
             return fs_error("not_a_file", f"{path} is a directory", path=path)
         return None
+
+    # -- listing: the JSON API's objects.list, never gcsfs's cached find/ls ---------
+
+    list_page_size: ClassVar[int] = 1000
+    """``maxResults`` of each listing page (1000 is the service's own maximum)."""
+
+    _LIST_FIELDS: ClassVar[str] = "items(name,size,updated,generation),prefixes,nextPageToken"
+
+    async def _list_page(self, bucket: str, prefix: str, path: str, *, delimiter: bool,
+                         token: str | None) -> dict[str, Any]:
+        params: dict[str, Any] = {"prefix": prefix, "maxResults": self.list_page_size,
+                                  "fields": self._LIST_FIELDS}
+        if delimiter:
+            params["delimiter"] = "/"
+        if token:
+            params["pageToken"] = token
+        url = f"{self.fs._location}/storage/v1/b/{quote(bucket, safe='')}/o"
+        r, _ = await self._request("GET", url, path, params=params)
+        if r.status == 404:
+            raise _no_bucket(bucket, path)
+        if r.status != 200:
+            raise _backend_error(path, r)
+        try:
+            page: dict[str, Any] = json.loads(r.body or b"{}")
+        except ValueError as exc:
+            raise fs_error("backend_error", f"{path}: GCS answered a listing that is not "
+                           "JSON", path=path) from exc
+        return page
+
+    def _pages(self, path: str, *, delimiter: bool) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``(bucket, page)`` for each page of the listing of the directory ``path``,
+        fetched one at a time as the caller asks (``pageToken``)."""
+        bucket, key, _ = self.fs.split_path(path)
+        key = key.rstrip("/")
+        prefix = f"{key}/" if key else ""
+        token: str | None = None
+        while True:
+            page = self._sync(self._list_page(bucket, prefix, path, delimiter=delimiter,
+                                              token=token))
+            yield bucket, page
+            token = page.get("nextPageToken")
+            if not token:
+                return
+
+    def list_files(self, prefix: str) -> Iterator[Entry]:
+        """One ``objects.list`` of ``prefix/`` (paginated), no request per object;
+        "directory marker" objects (names ending in ``/``) are not files."""
+        for bucket, page in self._pages(prefix, delimiter=False):
+            for item in page.get("items", ()):
+                if not item["name"].endswith("/"):
+                    yield _entry(bucket, item)
+
+    def list_dir(self, path: str) -> Iterator[Entry]:
+        """One ``objects.list`` of ``path/`` with ``delimiter=/`` (paginated): items are
+        files, ``prefixes`` directories. Nothing there: ``not_a_file`` if ``path`` is an
+        object (one metadata GET), else ``not_found`` (the root, or a bucket, lists
+        empty)."""
+        own = path.rstrip("/")
+        seen = False
+        dirs: set[str] = set()  # a prefix may come again on a later page: once each
+        for bucket, page in self._pages(path, delimiter=True):
+            for item in page.get("items", ()):
+                seen = True
+                if not item["name"].endswith("/"):  # the directory's own marker
+                    yield _entry(bucket, item)
+            for prefix in page.get("prefixes", ()):
+                seen = True
+                name = f"{bucket}/{prefix.rstrip('/')}"
+                if name != own and name not in dirs:
+                    dirs.add(name)
+                    yield Entry(path=name, kind="dir")
+        if seen:
+            return
+        bucket, key, _ = self.fs.split_path(path)
+        key = key.rstrip("/")
+        if not key or self.is_root(path):
+            return
+        if self._sync(self._metadata(bucket, key, path)) is not None:
+            raise fs_error("not_a_file", f"{path} is a file, not a directory", path=path)
+        raise fs_error("not_found", f"{path} does not exist", path=path)
 
     async def _request(self, method: str, url: str, path: str, *,
                        params: dict[str, Any] | None = None,
@@ -244,6 +327,17 @@ class GCSStore(AsyncStore):
             raise fs_error("stale", f"{path} changed", path=path)
         if r.status not in (200, 204):
             raise _backend_error(path, r)
+
+
+def _entry(bucket: str, item: dict[str, Any]) -> Entry:
+    """A file entry from one ``items`` element of an ``objects.list`` page."""
+    size = item.get("size")
+    generation = item.get("generation")
+    return Entry(path=f"{bucket}/{item['name']}", kind="file",
+                 size=int(size) if size is not None else None,
+                 mtime=epoch_of(item.get("updated")),
+                 version=FileVersion(kind="generation", value=str(generation))
+                 if generation is not None else None)
 
 
 def _no_bucket(bucket: str, path: str) -> FsError:

@@ -219,6 +219,90 @@ class LocalStore(Store):
         finally:
             os.close(fd)
 
+    # -- listing ------------------------------------------------------------------
+
+    def _inside(self, real: str) -> bool:
+        root = self.root or "/"
+        return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+    def _listable(self, path: str) -> str:
+        """``path`` normalised, refusing a start that resolves outside the root."""
+        path = os.path.normpath(path)
+        if not self._inside(os.path.realpath(path)):
+            raise fs_error("outside_root", f"{path} is outside {self.root}", path=path)
+        return path
+
+    def _linked(self, entry: os.DirEntry[str]) -> os.stat_result | None:
+        """The target's stat for a symlink that resolves inside the root; ``None`` for
+        a dangling, looping or outside-pointing link."""
+        try:
+            st = entry.stat()  # follows the link
+        except OSError:
+            return None
+        return st if self._inside(os.path.realpath(entry.path)) else None
+
+    def list_files(self, prefix: str) -> Iterator[Entry]:
+        """An ``os.scandir`` walk: symlinked directories are never followed (no loops,
+        no escapes); a symlinked file counts only if it resolves inside the root (with
+        its target's size and mtime, under the link's own path); FIFOs, sockets and
+        devices are skipped. A missing prefix or a file lists nothing."""
+        start = self._listable(prefix)
+        stack = [start]
+        while stack:
+            top = stack.pop()
+            try:
+                it = os.scandir(top)
+            except OSError as exc:
+                if top == start and exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+                    raise _translate(exc, top) from exc
+                continue  # gone meanwhile, or unreadable below the start: skipped
+            with it:
+                for entry in it:
+                    try:
+                        if entry.is_symlink():
+                            st = self._linked(entry)
+                            if st is None or not _is_regular(st):
+                                continue
+                        elif entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                            continue
+                        elif entry.is_file(follow_symlinks=False):
+                            st = entry.stat(follow_symlinks=False)
+                        else:
+                            continue  # FIFO, socket, device
+                    except OSError:
+                        continue  # removed between the listing and the stat
+                    yield Entry(path=entry.path, kind="file", size=st.st_size,
+                                mtime=st.st_mtime)
+
+    def list_dir(self, path: str) -> Iterator[Entry]:
+        """One ``os.scandir``: directories (a symlinked one only if it resolves inside
+        the root) and regular files; other kinds and outside links are skipped."""
+        start = self._listable(path)
+        try:
+            it = os.scandir(start)
+        except OSError as exc:
+            if exc.errno == errno.ENOTDIR:
+                raise fs_error("not_a_file", f"{path} is a file, not a directory",
+                               path=path) from exc
+            raise _translate(exc, path) from exc
+        with it:
+            for entry in it:
+                try:
+                    if entry.is_symlink():
+                        st = self._linked(entry)
+                        if st is None:
+                            continue
+                    else:
+                        st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    yield Entry(path=entry.path, kind="dir", mtime=st.st_mtime)
+                elif _is_regular(st):
+                    yield Entry(path=entry.path, kind="file", size=st.st_size,
+                                mtime=st.st_mtime)
+
     # -- reading ------------------------------------------------------------------
 
     def _read(self, dfd: int, name: str, path: str, start: int,

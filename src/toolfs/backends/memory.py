@@ -7,17 +7,20 @@ workspaces over ``memory://`` see the same files; the lock is shared the same wa
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from toolfs.backends.base import (
     Blob,
     Capabilities,
+    Entry,
     Overwrite,
     PutMode,
     Store,
     Update,
     check_condition,
     clamp_range,
+    epoch_of,
 )
 from toolfs.errors import fs_error
 from toolfs.versions import FileVersion
@@ -47,6 +50,43 @@ class MemoryStore(Store):
             if parent in self.fs.store:
                 raise fs_error("not_a_file", f"{parent} is a file, not a directory, in "
                                f"{path}", path=path, details={"file": parent})
+
+    # -- listing: straight from ``fs.store`` and ``fs.pseudo_dirs`` (no ``find``) ------
+
+    def _starter(self, path: str) -> tuple[str, str]:
+        own = self.fs._strip_protocol(path).rstrip("/")
+        return own, own + "/" if own else "/"
+
+    def list_files(self, prefix: str) -> Iterator[Entry]:
+        _, starter = self._starter(prefix)
+        with _LOCK:
+            found = [(k, f) for k, f in self.fs.store.items() if k.startswith(starter)]
+        for key, file in found:
+            yield _file_entry(key, file)
+
+    def list_dir(self, path: str) -> Iterator[Entry]:
+        own, starter = self._starter(path)
+        with _LOCK:
+            if own in self.fs.store:
+                raise fs_error("not_a_file", f"{path} is a file, not a directory", path=path)
+            files = [(k, f) for k, f in self.fs.store.items() if k.startswith(starter)]
+            pseudo = [d for d in self.fs.pseudo_dirs if d.startswith(starter)]
+            exists = bool(files or pseudo) or own in self.fs.pseudo_dirs
+        if not exists and not self.is_root(path):
+            raise fs_error("not_found", f"{path} does not exist", path=path)
+        dirs: set[str] = set()
+        for key, file in files:
+            rest = key[len(starter):]
+            if "/" not in rest:
+                yield _file_entry(key, file)
+            else:
+                dirs.add(starter + rest.split("/", 1)[0])
+        for d in pseudo:
+            rest = d[len(starter):].rstrip("/")
+            if rest:
+                dirs.add(starter + rest.split("/", 1)[0])
+        for d in sorted(dirs):
+            yield Entry(path=d, kind="dir")
 
     def get(
         self, path: str, *, start: int = 0, length: int | None = None,
@@ -82,3 +122,9 @@ class MemoryStore(Store):
             check_condition(path, current, mode)
             self.fs.rm_file(path)
 
+
+
+def _file_entry(key: str, file: Any) -> Entry:
+    stamp = getattr(file, "modified", None) or getattr(file, "created", None)
+    size = file.size  # MemoryFile: the buffer's length
+    return Entry(path=key, kind="file", size=int(size), mtime=epoch_of(stamp))

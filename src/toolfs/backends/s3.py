@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import aiohttp  # aiobotocore's HTTP client, via s3fs
@@ -36,9 +37,11 @@ from toolfs.backends.base import (
     Blob,
     Capabilities,
     Create,
+    Entry,
     Overwrite,
     PutMode,
     Update,
+    epoch_of,
 )
 from toolfs.errors import FsError, fs_error
 from toolfs.versions import FileVersion
@@ -128,6 +131,92 @@ class S3Store(AsyncStore):
         if listing.get("KeyCount", len(listing.get("Contents", []))):
             return fs_error("not_a_file", f"{path} is a directory", path=path)
         return None
+
+    # -- listing: ListObjectsV2 on the client, never s3fs's cached find/ls ---------
+
+    list_page_size: ClassVar[int] = 1000
+    """``MaxKeys`` of each listing page (1000 is S3's own maximum)."""
+
+    async def _list_page(self, bucket: str, prefix: str, path: str, *, delimiter: bool,
+                         token: str | None) -> dict[str, Any]:
+        kw: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix,
+                              "MaxKeys": self.list_page_size}
+        if delimiter:
+            kw["Delimiter"] = "/"
+        if token:
+            kw["ContinuationToken"] = token
+        client = await self._client()
+        try:
+            page: dict[str, Any] = await client.list_objects_v2(**kw)
+        except _CONNECTION_ERRORS as exc:
+            raise fs_error("backend_error", f"{path}: listing failed: {exc}",
+                           path=path) from exc
+        except Exception as exc:
+            if _s3_code(exc) == "NoSuchBucket":
+                raise _no_bucket(bucket, path) from exc
+            raise _backend_error(path, exc) from exc
+        return page
+
+    def _pages(self, path: str, *, delimiter: bool) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``(bucket, page)`` for each page of the listing of the directory ``path``,
+        fetched one at a time as the caller asks (continuation tokens)."""
+        bucket, key, _ = self.fs.split_path(path)
+        key = key.rstrip("/")
+        prefix = f"{key}/" if key else ""
+        token: str | None = None
+        while True:
+            page = self._sync(self._list_page(bucket, prefix, path, delimiter=delimiter,
+                                              token=token))
+            yield bucket, page
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return
+
+    def list_files(self, prefix: str) -> Iterator[Entry]:
+        """One ``ListObjectsV2`` of ``prefix/`` (paginated), no request per object;
+        "directory marker" keys (ending in ``/``) are not files."""
+        for bucket, page in self._pages(prefix, delimiter=False):
+            for obj in page.get("Contents", ()):
+                if not obj["Key"].endswith("/"):
+                    yield _entry(bucket, obj)
+
+    def list_dir(self, path: str) -> Iterator[Entry]:
+        """One ``ListObjectsV2`` of ``path/`` with ``Delimiter="/"`` (paginated): keys
+        are files, ``CommonPrefixes`` directories. Nothing there: ``not_a_file`` if
+        ``path`` is an object (one ``HeadObject``), else ``not_found`` (the root, or a
+        bucket, lists empty)."""
+        own = path.rstrip("/")
+        seen = False
+        dirs: set[str] = set()  # a prefix may come again on a later page: once each
+        for bucket, page in self._pages(path, delimiter=True):
+            for obj in page.get("Contents", ()):
+                seen = True
+                if not obj["Key"].endswith("/"):  # the directory's own marker
+                    yield _entry(bucket, obj)
+            for common in page.get("CommonPrefixes", ()):
+                seen = True
+                name = f"{bucket}/{common['Prefix'].rstrip('/')}"
+                if name != own and name not in dirs:  # "d//x" would name d itself
+                    dirs.add(name)
+                    yield Entry(path=name, kind="dir")
+        if seen:
+            return
+        bucket, key, _ = self.fs.split_path(path)
+        key = key.rstrip("/")
+        if not key or self.is_root(path):
+            return
+        if self._sync(self._is_object(bucket, key, path)):
+            raise fs_error("not_a_file", f"{path} is a file, not a directory", path=path)
+        raise fs_error("not_found", f"{path} does not exist", path=path)
+
+    async def _is_object(self, bucket: str, key: str, path: str) -> bool:
+        try:
+            await self._call("head_object", {"Bucket": bucket, "Key": key}, path)
+        except FsError as err:
+            if err.code == "not_found" and not err.details.get("bucket"):
+                return False
+            raise
+        return True
 
     async def get_async(
         self, path: str, *, start: int = 0, length: int | None = None,
@@ -316,6 +405,14 @@ def _s3_code(exc: BaseException) -> str:
     if not isinstance(response, dict):
         return ""
     return str(response.get("Error", {}).get("Code", ""))
+
+
+def _entry(bucket: str, obj: dict[str, Any]) -> Entry:
+    """A file entry from one ``Contents`` item of a ``ListObjectsV2`` page."""
+    return Entry(path=f"{bucket}/{obj['Key']}", kind="file", size=int(obj.get("Size", 0)),
+                 mtime=epoch_of(obj.get("LastModified")),
+                 version=FileVersion(kind="etag", value=obj["ETag"]) if obj.get("ETag")
+                 else None)
 
 
 def _no_bucket(bucket: str, path: str) -> FsError:
