@@ -122,7 +122,7 @@ def test_python_dash_m_and_the_script() -> None:
                               text=True, timeout=60, check=False)
         assert done.returncode == 0, done.stderr
         assert [t["function"]["name"] for t in json.loads(done.stdout)] == [
-            "read", "write", "edit"]
+            "read", "write", "edit", "glob", "grep", "ls"]
 
 
 # -- demo -----------------------------------------------------------------------------

@@ -181,3 +181,43 @@ def test_s3_versioned_bucket_reports_version_id(s3_backend: S3Backend) -> None:
     assert w.version.version_id and r.version.version_id == w.version.version_id
     e = ws.edit("v.txt", "one", "two")
     assert e.version.version_id and e.version.version_id != w.version.version_id
+
+
+def test_discovery_round_trips(cloud: Any) -> None:
+    for i in range(12):
+        cloud.put(f"src/pkg/m{i}.py", f"x = {i}\n".encode() + (b"needle\n" if i % 4 == 0 else b""))
+    cloud.put("src/.gitignore", b"gen/\n")
+    cloud.put("src/gen/skip.py", b"needle\n")
+    cloud.put("docs/readme.md", b"needle\n")
+    ws = cloud.workspace()
+    # glob: the listing of the narrowest literal prefix, nothing else (no GET of content)
+    reqs = counted(cloud, lambda: ws.glob("**/*.py", path="src"))
+    assert len(reqs) == 1 and reqs[0].method == "GET", reqs
+    assert "prefix=ws%2Fsrc%2F" in reqs[0].query or "prefix=ws/src/" in reqs[0].query
+    # ls: one delimiter listing
+    reqs = counted(cloud, lambda: ws.ls("src"))
+    assert len(reqs) == 1 and "delimiter" in reqs[0].query, reqs
+    # grep: the listing, the .gitignore files that apply (the root's, looked for above
+    # the search path, and src's, from the listing), one GET per candidate (src/gen/ is
+    # ignored: never fetched); no HEAD, no directory check per file
+    result: list[Any] = []
+    reqs = counted(cloud, lambda: result.append(ws.grep("needle", path="src")))
+    assert result[0].files == ["src/pkg/m0.py", "src/pkg/m4.py", "src/pkg/m8.py"]
+    assert "HEAD" not in methods(reqs)
+    assert len(reqs) == 1 + 2 + 12, methods(reqs)
+    assert not [r for r in reqs if "gen" in r.path]
+    # head_limit stops early: files are searched in path order (m0, m1, m10, m11, m2, m3,
+    # m4, ...); the second match (m4, the 7th) proves the result truncated and ends the
+    # search, with at most 2 more reads in flight: at most 9 of the 12 are fetched
+    narrow = cloud.workspace(max_in_flight=2)
+    out: list[Any] = []
+    reqs = counted(cloud, lambda: out.append(narrow.grep("needle", path="src/pkg",
+                                                         head_limit=1)))
+    assert out[0].files == ["src/pkg/m0.py"] and out[0].truncated
+    fetched = [r for r in reqs if "/pkg/m" in r.path]
+    assert 7 <= len(fetched) <= 9, methods(reqs)
+    # a file created behind toolfs's back shows up at once, in every tool
+    cloud.put("src/pkg/new.py", b"needle\n")
+    assert "src/pkg/new.py" in ws.glob("**/*.py", path="src").paths
+    assert "src/pkg/new.py" in ws.grep("needle", path="src").files
+    assert "new.py" in [e.name for e in ws.ls("src/pkg").entries]

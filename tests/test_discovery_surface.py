@@ -104,3 +104,20 @@ def test_notebook_views_of_discovery_results_escape_names() -> None:
         # In Markdown the name appears only inside the fenced block, where it is literal.
         head, fence, _ = markdown(value).partition("```")
         assert fence and "<img" not in head
+
+
+def test_leftover_temp_files_are_never_listed(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "notes.md").write_text("x\n")
+    (tmp_path / ".notes.md.toolfs-tmp-0123456789ab").write_text("half a write")
+    ws = toolfs.Workspace(str(tmp_path))
+    assert [e.name for e in ws.ls().entries] == ["notes.md"]
+    assert ws.glob(".*").paths == []
+    assert ws.grep("half", glob=".*").files == []
+
+
+def test_ls_of_a_file_advises_a_directory() -> None:
+    ws = toolfs.Workspace("memory://toolfs-disc-ls-file")
+    ws.write("a.txt", "x\n")
+    out = ws.execute("ls", {"path": "a.txt"})
+    assert out.error is not None and out.error.code == "not_a_file"
+    assert out.text.endswith("Give the path of a directory; use read for a file.")

@@ -70,7 +70,7 @@ def test_read_description_says_windows_count() -> None:
 def test_export_formats_are_valid(fmt: str) -> None:
     defs = toolfs.tool_definitions(format=fmt)  # type: ignore[arg-type]
     json.dumps(defs)
-    assert len(defs) == 3
+    assert len(defs) == 6
     for d in defs:
         if fmt == "openai":
             assert d["type"] == "function"
@@ -78,13 +78,22 @@ def test_export_formats_are_valid(fmt: str) -> None:
             assert d["function"]["description"] == DESCRIPTIONS[name]
         elif fmt == "mcp":
             name, schema = d["name"], d["inputSchema"]
-            assert d["annotations"]["readOnlyHint"] is (name == "read")
+            assert d["annotations"]["readOnlyHint"] is (name not in ("write", "edit"))
         else:
             name, schema = d["name"], d["input_schema"]
         assert schema == input_schema(name)
         jsonschema.Draft202012Validator.check_schema(schema)
-    assert [d.get("name") or d["function"]["name"] for d in defs] == ["read", "write", "edit"]
+    assert [d.get("name") or d["function"]["name"] for d in defs] == [
+        "read", "write", "edit", "glob", "grep", "ls"]
     assert toolfs.Workspace("memory://schema-test").tool_definitions(fmt) == defs  # type: ignore[arg-type]
+    subset = toolfs.tool_definitions(fmt, tools=["grep", "read"])  # type: ignore[arg-type]
+    assert [d.get("name") or d["function"]["name"] for d in subset] == ["grep", "read"]
+
+
+def test_tool_subset_names_must_be_known() -> None:
+    with pytest.raises(toolfs.FsError) as exc:
+        toolfs.tool_definitions("mcp", tools=["read", "rm"])
+    assert exc.value.code == "invalid_arguments" and "'rm'" in exc.value.message
 
 
 def test_mcp_annotations() -> None:

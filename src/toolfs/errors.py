@@ -69,6 +69,7 @@ ADVICE: dict[str, str] = {
 # Where one code means different things for different operations.
 _ADVICE_BY_OPERATION: dict[tuple[str, Any], str] = {
     ("too_large", "write"): "Write less content: split it into several smaller files.",
+    ("not_a_file", "ls"): "Give the path of a directory; use read for a file.",
 }
 
 

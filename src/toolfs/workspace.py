@@ -223,9 +223,11 @@ class Workspace:
     def context_id(self) -> str:
         return self.fs.context_id
 
-    def tool_definitions(self, format: DefinitionFormat = "json_schema") -> list[dict[str, Any]]:
+    def tool_definitions(self, format: DefinitionFormat = "json_schema",
+                         tools: list[str] | tuple[str, ...] | None = None
+                         ) -> list[dict[str, Any]]:
         """The tool definitions (see :func:`toolfs.tool_definitions`)."""
-        return _tool_definitions(format)
+        return _tool_definitions(format, tools)
 
     def check_root(self) -> None:
         """Raise ``not_found`` if the root cannot hold files (a missing bucket or

@@ -260,6 +260,11 @@ class AsyncStore(Store):
     @abstractmethod
     async def put_async(self, path: str, data: bytes, mode: PutMode) -> FileVersion: ...
 
+    async def _get_listed(self, path: str, length: int | None) -> Blob:
+        """``get_async`` for :meth:`get_many`, whose paths come from a listing: an adapter
+        may skip explaining a 404 (directory or parent checks cost requests)."""
+        return await self.get_async(path, length=length)
+
     @abstractmethod
     async def delete_async(self, path: str, mode: Update | Overwrite) -> None: ...
 
@@ -306,7 +311,7 @@ class AsyncStore(Store):
             if task is not None:
                 started.add(task)
             try:
-                return await self.get_async(path, length=length)
+                return await self._get_listed(path, length)
             except FsError as err:
                 return err
             finally:

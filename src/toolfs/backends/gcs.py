@@ -214,10 +214,15 @@ class GCSStore(AsyncStore):
         return (f"{self.fs._location}/download/storage/v1/b/{quote(bucket, safe='')}/o/"
                 f"{quote(key, safe='')}")
 
+    async def _get_listed(self, path: str, length: int | None) -> Blob:
+        return await self.get_async(path, length=length, explain_missing=False)
+
     async def get_async(
         self, path: str, *, start: int = 0, length: int | None = None,
-        if_version: FileVersion | None = None,
+        if_version: FileVersion | None = None, explain_missing: bool = True,
     ) -> Blob:
+        """See :meth:`Store.get`; with ``explain_missing`` a 404 is checked for a
+        "directory", a file above it, or a missing bucket (extra requests, on 404 only)."""
         bucket, key = self._split(path)
         params: dict[str, Any] = {"alt": "media"}
         if if_version is not None:
@@ -237,7 +242,8 @@ class GCSStore(AsyncStore):
         if r.status == 404:
             if if_version is not None:
                 raise fs_error("stale", f"{path} changed or was deleted", path=path)
-            conflict = await self._conflict(bucket, key, path)  # or a missing bucket
+            # A "directory", a file above it, or a missing bucket (extra requests)
+            conflict = await self._conflict(bucket, key, path) if explain_missing else None
             raise conflict or fs_error("not_found", f"{path} does not exist", path=path)
         if r.status == 412:
             raise fs_error("stale", f"{path} changed", path=path)

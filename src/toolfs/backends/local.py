@@ -52,6 +52,11 @@ _NAME_MAX = 255
 _TMP_RANDOM = 12  # hex characters of randomness after the prefix
 
 
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is a temp file a crashed toolfs write may leave (never listed)."""
+    return name.startswith(".") and _TMP_MARK in name
+
+
 def temp_prefix(name: str) -> str:
     """Prefix of the temp files that a write of ``name`` may leave after a crash.
 
@@ -175,6 +180,8 @@ class LocalStore(Store):
                 continue  # gone meanwhile, or unreadable below the start: skipped
             with it:
                 for entry in it:
+                    if is_temp_name(entry.name):
+                        continue  # a crashed write's leftover, not a file of the tree
                     try:
                         if entry.is_symlink():
                             st = self._linked(entry)
@@ -205,6 +212,8 @@ class LocalStore(Store):
             raise _translate(exc, path) from exc
         with it:
             for entry in it:
+                if is_temp_name(entry.name):
+                    continue
                 try:
                     if entry.is_symlink():
                         st = self._linked(entry)

@@ -218,10 +218,15 @@ class S3Store(AsyncStore):
             raise
         return True
 
+    async def _get_listed(self, path: str, length: int | None) -> Blob:
+        return await self.get_async(path, length=length, explain_missing=False)
+
     async def get_async(
         self, path: str, *, start: int = 0, length: int | None = None,
-        if_version: FileVersion | None = None,
+        if_version: FileVersion | None = None, explain_missing: bool = True,
     ) -> Blob:
+        """See :meth:`Store.get`; with ``explain_missing`` a 404 is checked for a
+        "directory", a file above it, or a missing bucket (extra requests, on 404 only)."""
         bucket, key = self._split(path)
         kw: dict[str, Any] = {"Bucket": bucket, "Key": key}
         if if_version is not None:
@@ -244,7 +249,7 @@ class S3Store(AsyncStore):
                 raise
             if err.code == "not_found" and if_version is not None:
                 raise fs_error("stale", f"{path} was deleted", path=path) from err.__cause__
-            if err.code == "not_found":
+            if err.code == "not_found" and explain_missing:
                 conflict = await self._conflict(bucket, key, path)
                 if conflict is not None:
                     raise conflict from err.__cause__

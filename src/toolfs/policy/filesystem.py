@@ -739,6 +739,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
                 return
             if err.code == "not_found":
                 raise self._not_found(target, err) from err.__cause__
+            if err.code == "not_a_file":
+                err.details["operation"] = "ls"  # the advice: give a directory
             raise self._fail(err, target, "read") from err.__cause__
         for entry in entries:
             found = self._found(target, target.backend_path, entry, "")
