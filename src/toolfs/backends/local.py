@@ -30,7 +30,7 @@ import hashlib
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
 from toolfs.backends.base import (
@@ -274,6 +274,34 @@ class LocalStore(Store):
         if if_version is not None and blob.version != if_version:
             raise fs_error("stale", f"{path} changed", path=path)
         return blob
+
+    def get_many(self, paths: Iterable[str], *, max_in_flight: int = 16,
+                 length: int | None = None) -> Iterator[tuple[str, Blob | FsError]]:
+        """``get`` for each path, in input order, walking each parent directory once
+        (listed files come grouped by directory): the same symlink-free walk and checks
+        as :meth:`get`, without repeating them per file."""
+        parent: tuple[str, contextlib.ExitStack, int] | None = None
+        try:
+            for path in paths:
+                directory = os.path.dirname(os.path.normpath(path))
+                try:
+                    if parent is None or parent[0] != directory:
+                        if parent is not None:
+                            parent[1].close()
+                            parent = None
+                        stack = contextlib.ExitStack()
+                        dfd, _ = stack.enter_context(self._parent_fd(path))
+                        parent = (directory, stack, dfd)
+                    blob = self._read(parent[2], os.path.basename(path), path, 0, length)
+                    if blob is None:
+                        raise fs_error("not_found", f"{path} does not exist", path=path)
+                except FsError as err:
+                    yield path, err
+                    continue
+                yield path, blob
+        finally:
+            if parent is not None:
+                parent[1].close()
 
     # -- writing ------------------------------------------------------------------
 
