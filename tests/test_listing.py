@@ -150,7 +150,10 @@ def test_get_many_in_order_with_failures(backend: Backend) -> None:
     assert [p for p, _ in out] == [f"{root}/{n}" for n in names]
     codes = {n: r.code for n, (_, r) in zip(names, out, strict=True)
              if isinstance(r, toolfs.FsError)}
-    assert codes == {"missing.txt": "not_found", "d": "not_a_file"}
+    # get_many's paths come from a listing: on object stores a missing one is not_found
+    # without the "is it a directory?" requests a read makes to explain a 404
+    listed_dir = "not_found" if backend.name in ("s3", "gcs") else "not_a_file"
+    assert codes == {"missing.txt": "not_found", "d": listed_dir}
     for n, (_, r) in zip(names, out, strict=True):
         if n.startswith("f"):
             i = int(n[1])
@@ -389,7 +392,7 @@ def test_get_many_failures_are_yielded(cloud: Any) -> None:
     assert [isinstance(r, Blob) for _, r in out] == [True, False, False, True]
     assert all(isinstance(r, Blob | toolfs.FsError) for _, r in out)
     assert [r.code for _, r in out if isinstance(r, toolfs.FsError)] == [
-        "not_found", "not_a_file"]
+        "not_found", "not_found"]  # no directory check for listed paths (see above)
 
 
 # -- local: symlinks, special files, odd names ----------------------------------------

@@ -191,7 +191,9 @@ class Store(ABC):
         """``get(path, length=length)`` for each path, yielded **in input order**, with up
         to ``max_in_flight`` requests outstanding where the backend is remote (this
         default fetches one at a time). A failure is yielded as its ``FsError``, not
-        raised; stopping the iteration early cancels what is still in flight."""
+        raised; stopping the iteration early cancels what is still in flight. The paths
+        come from a listing, so object stores answer a missing one ``not_found`` without
+        the extra requests a read spends explaining a 404."""
         for path in paths:
             try:
                 yield path, self.get(path, length=length)
