@@ -52,6 +52,19 @@ _NAME_MAX = 255
 _TMP_RANDOM = 12  # hex characters of randomness after the prefix
 
 
+def _read_to_end(fd: int, expected: int) -> bytes:
+    """Everything from the start of ``fd`` to its end (a file may grow after its stat)."""
+    parts = [os.pread(fd, expected + 1, 0)]
+    offset = len(parts[0])
+    while len(parts[-1]) > 0 and offset > expected:
+        more = os.pread(fd, 1 << 20, offset)
+        if not more:
+            break
+        parts.append(more)
+        offset += len(more)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 def is_temp_name(name: str) -> bool:
     """Whether ``name`` is a temp file a crashed toolfs write may leave (never listed)."""
     return name.startswith(".") and _TMP_MARK in name
@@ -247,10 +260,10 @@ class LocalStore(Store):
         if not _is_regular(st):
             os.close(fd)
             raise fs_error("not_a_file", f"{path} is {_kind(st)}", path=path)
-        os.set_blocking(fd, True)
-        with os.fdopen(fd, "rb") as f:
+        try:
+            os.set_blocking(fd, True)
             if st.st_size <= self.size_cap:
-                data = f.read()
+                data = _read_to_end(fd, st.st_size)
                 version = FileVersion.of_bytes(data)
                 if start == 0:  # read and digested whole anyway: spare a second call
                     return Blob(data=data, version=version, size=len(data))
@@ -260,8 +273,10 @@ class LocalStore(Store):
             version = FileVersion(
                 kind="stat", value=f"{st.st_ino}-{st.st_size}-{st.st_mtime_ns}")
             lo, hi = clamp_range(st.st_size, start, length)
-            f.seek(lo)
-            return Blob(data=f.read(hi - lo), version=version, size=st.st_size, start=lo)
+            return Blob(data=os.pread(fd, hi - lo, lo), version=version, size=st.st_size,
+                        start=lo)
+        finally:
+            os.close(fd)
 
     def get(
         self, path: str, *, start: int = 0, length: int | None = None,
