@@ -121,3 +121,10 @@ def test_ls_of_a_file_advises_a_directory() -> None:
     out = ws.execute("ls", {"path": "a.txt"})
     assert out.error is not None and out.error.code == "not_a_file"
     assert out.text.endswith("Give the path of a directory; use read for a file.")
+
+
+def test_an_invalid_regex_is_explained_in_plain_text() -> None:
+    ws = toolfs.Workspace("memory://toolfs-disc-regex")
+    out = ws.execute("grep", {"pattern": "(a+"})
+    assert out.error is not None and out.error.code == "invalid_arguments"
+    assert out.error.message == "invalid regular expression (RE2 syntax): missing ): (a+"

@@ -586,7 +586,11 @@ def compile_regex(pattern: str, *, ignore_case: bool = False) -> LineRegex:
     try:
         regex = re2.compile(("(?m)" + pattern).encode("utf-8", "surrogateescape"), opts)
     except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        reason = str(reason).replace("(?m)", "", 1)  # our line-mode prefix, not theirs
         raise fs_error("invalid_arguments",
-                       f"invalid regular expression (RE2 syntax): {exc}") from None
+                       f"invalid regular expression (RE2 syntax): {reason}") from None
     whole = not any(s in pattern for s in ("\\A", "\\z", "(?"))
     return LineRegex(regex, whole)
