@@ -185,7 +185,7 @@ def _filter(fs: PolicyFileSystem, base: str, override: OverrideGlob | None,
     for d in prefix_dirs:
         if d not in by_dir:
             gi = f"{d}/.gitignore" if d else ".gitignore"
-            if fs._visible(gi, fs.jail.join(gi)):
+            if fs.visible(gi, fs.jail.join(gi)):
                 by_dir[d] = Found(path=gi, rel=gi, backend_path=fs.jail.join(gi),
                                   kind="file", size=None, mtime=None)
     levels: dict[int, list[str]] = {}
@@ -224,8 +224,6 @@ def grep(fs: PolicyFileSystem, args: GrepArgs) -> GrepResult:
     parts = top.split("/") if top else []
     prefix_dirs = ["/".join(parts[:i]) for i in range(len(parts) + 1)]
     tree = _filter(fs, base, override, listed, prefix_dirs)
-    if not fs.gitignore:
-        tree.gitignore = {}
     candidates: list[Found] = []
     for f in sorted(listed, key=lambda f: f.path):
         if not tree.file_visited(f.path):

@@ -678,18 +678,16 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         assert path is not None
         return self._readable(path, file=False)
 
-    def _visible(self, display: str, backend_path: str) -> bool:
-        """Not denied, by the listed path nor (local) by the file it reaches through
-        symlinks."""
+    def visible(self, display: str, backend_path: str) -> bool:
+        """Whether a listed path may be shown: no deny rule matches it, nor (local) the
+        file it reaches through symlinks -- the same rule as :meth:`_deny_reason`."""
         if not self.deny:
             return True
-        if self._denied(display):
-            return False
+        reached = ""
         if self.jail.resolve_symlinks:
-            reached = self.jail.display_of(os.path.realpath(backend_path))
-            if reached != display and self._denied(escape_undecodable(reached)):
-                return False
-        return True
+            real = self.jail.display_of(os.path.realpath(backend_path))
+            reached = escape_undecodable(real) if real != display else ""
+        return self._deny_reason(Target(backend_path, display, reached)) is None
 
     def _found(self, target: Target, listed: str, entry: Any, prefix: str) -> Found | None:
         base = listed.rstrip("/")
@@ -701,7 +699,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             return None
         rel = escape_undecodable(f"{prefix}/{rel}" if prefix else rel)
         display = rel if target.is_root else f"{escape_undecodable(target.display)}/{rel}"
-        if not self._visible(display, name):
+        if not self.visible(display, name):
             return None
         return Found(path=display, rel=rel, backend_path=name, kind=entry.kind,
                      size=entry.size, mtime=entry.mtime)
