@@ -46,6 +46,12 @@ T = TypeVar("T")
 
 _DEFAULT_POLICY = Policy()
 
+# Each tool's function over the policy filesystem, by the name in ARGS_MODELS.
+_TOOLS: dict[str, Callable[[PolicyFileSystem, Any], ToolResult]] = {
+    "read": tools.read, "write": tools.write, "edit": tools.edit,
+    "glob": tools_discovery.glob, "grep": tools_discovery.grep, "ls": tools_discovery.ls,
+}
+
 
 class Workspace:
     """The three tools for one agent, confined to one root.
@@ -203,19 +209,7 @@ class Workspace:
             raise fs_error("invalid_arguments", "arguments must be a JSON object")
         if not all(isinstance(k, str) for k in arguments):
             raise fs_error("invalid_arguments", "argument names must be strings")
-        args = _validate(model, dict(arguments))
-        if isinstance(args, ReadArgs):
-            return self._guarded(tools.read, args)
-        if isinstance(args, WriteArgs):
-            return self._guarded(tools.write, args)
-        if isinstance(args, GlobArgs):
-            return self._guarded(tools_discovery.glob, args)
-        if isinstance(args, GrepArgs):
-            return self._guarded(tools_discovery.grep, args)
-        if isinstance(args, LsArgs):
-            return self._guarded(tools_discovery.ls, args)
-        assert isinstance(args, EditArgs)
-        return self._guarded(tools.edit, args)
+        return self._guarded(_TOOLS[tool], _validate(model, dict(arguments)))
 
     # -- context ------------------------------------------------------------------
 
