@@ -419,6 +419,35 @@ def test_redos_pattern_returns(tmp_path: pathlib.Path) -> None:
     assert _bounded(lambda: compile_regex("(x+x+)+y").matching_lines(b"x" * 100_000)) == []
 
 
+_LINE_PATTERNS = [r"\bfoo\b", r"^foo", r"foo$", r"^$", r"o+", r"\d{2,}", r"é", r"(?i)FOO",
+                  r"\Afoo", r"bar\z", r"^\s*$", r"[^a-z]", r"x*", r"foo\nbar"]
+
+
+@pytest.mark.parametrize("pattern", _LINE_PATTERNS)
+def test_matching_lines_agrees_with_a_per_line_search(pattern: str) -> None:
+    """RE2's engine called directly (the fast path) and the public ``search`` find the
+    same lines, and both equal a search of each line on its own: a match never counts
+    across a line end, and ``^``/``$``/``\\b`` see each line's own edges."""
+    import re2
+
+    from toolfs import discovery
+
+    rng = random.Random(pattern)
+    words = ["foo", "bar", "", " ", "é", "12", "foo bar", "xfoo", "foox", "\t"]
+    for _ in range(40):
+        lines = [" ".join(rng.choice(words) for _ in range(rng.randrange(4)))
+                 for _ in range(rng.randrange(1, 8))]
+        data = "\n".join(lines).encode() + (b"\n" if rng.random() < 0.5 else b"")
+        compiled = compile_regex(pattern)
+        plain = re2.compile(("(?m)" + pattern).encode())
+        expected = [i for i, line in enumerate(discovery.split_data_lines(data))
+                    if plain.search(line) is not None]
+        assert compiled.matching_lines(data) == expected, (pattern, data)
+        slow = discovery.LineRegex(compiled.regex, compiled.whole_text)
+        object.__setattr__(slow, "match_start", discovery._public_match_start(compiled.regex))
+        assert slow.matching_lines(data) == expected, (pattern, data)
+
+
 def test_discovery_while_another_context_writes(backend: Backend) -> None:
     backend.put("w/f.txt", b"v0 hello\n")
     ws, writer = backend.workspace(), backend.workspace()

@@ -19,7 +19,7 @@ so object stores list only that prefix.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -529,24 +529,29 @@ class LineRegex:
     whole_text: bool
     """Candidates may be found over the whole text at once (the pattern has no
     construct whose meaning differs between a line and a text)."""
+    match_start: Callable[[bytes, int, int], int] = field(init=False, compare=False,
+                                                         repr=False)
+    """``match_start(data, pos, endpos)``: see :func:`_match_start`."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "match_start", _match_start(self.regex))
 
     def matching_lines(self, data: bytes) -> list[int]:
         """0-based numbers of the lines of ``data`` (``\\n``-separated, ``\\r\\n``
         already normalised) that hold a match. O(len(data)) regex work."""
         out: list[int] = []
         end = len(data)
+        found = self.match_start
         if not self.whole_text:
             for i, line in enumerate(_lines(data)):
-                if self.regex.search(line) is not None:
+                if found(line, 0, len(line)) >= 0:
                     out.append(i)
             return out
         pos, line_no = 0, 0
-        search = self.regex.search
         while pos <= end:
-            m = search(data, pos)
-            if m is None:
+            start = found(data, pos, end)
+            if start < 0:
                 break
-            start = m.start()
             line_no += data.count(b"\n", pos, start)
             ls = data.rfind(b"\n", 0, start) + 1
             le = data.find(b"\n", start)
@@ -554,11 +559,41 @@ class LineRegex:
                 le = end
             if ls == end and (end == 0 or data[end - 1:end] == b"\n"):
                 break  # the empty "line" after a final newline is not a line
-            if search(data[ls:le]) is not None:
+            if found(data, ls, le) >= 0:  # the match was not across a line end
                 out.append(line_no)
             pos = le + 1
             line_no += 1
         return out
+
+
+def _match_start(regex: re2._Regexp) -> Callable[[bytes, int, int], int]:
+    """``f(data, pos, endpos)``: where the first match in ``data[pos:endpos]`` starts,
+    or -1. Calls RE2's engine directly when the wrapper exposes it: the public
+    ``search`` builds a generator and a match object per call, which is most of grep's
+    cost on a tree of small files. Both give the same answer
+    (``tests/test_discovery.py`` checks the two paths agree)."""
+    engine = getattr(regex, "_regexp", None)
+    anchor = getattr(getattr(re2, "_Anchor", None), "UNANCHORED", None)
+    if engine is not None and anchor is not None and hasattr(engine, "Match"):
+        match = engine.Match
+
+        def direct(data: bytes, pos: int, endpos: int) -> int:
+            start: int = match(anchor, data, pos, endpos)[0][0]
+            return start
+
+        return direct
+
+    return _public_match_start(regex)
+
+
+def _public_match_start(regex: re2._Regexp) -> Callable[[bytes, int, int], int]:
+    """:func:`_match_start` through the wrapper's public ``search`` only."""
+
+    def public(data: bytes, pos: int, endpos: int) -> int:
+        m = regex.search(data, pos, endpos)
+        return -1 if m is None else int(m.start())
+
+    return public
 
 
 def _lines(data: bytes) -> list[bytes]:

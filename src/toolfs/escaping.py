@@ -15,6 +15,8 @@ from typing import Any
 
 def escape_undecodable(text: str) -> str:
     """``text`` with each lone surrogate written as a visible ``\\udcXX`` escape."""
+    if text.isascii():  # the usual case, checked without encoding
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

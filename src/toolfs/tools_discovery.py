@@ -217,7 +217,9 @@ def grep(fs: PolicyFileSystem, args: GrepArgs) -> GrepResult:
             prefix = override.prefix[len(base) + 1:] if base else override.prefix
         elif not base.startswith(override.prefix + "/"):
             return search.result()  # the glob names files outside the searched path
-    listed = list(fs.list_files(path, prefix=prefix))
+    # Sizes only let a listing skip over-cap files before reading them; where they
+    # cost a stat per file (local), the bounded read below finds the same.
+    listed = list(fs.list_files(path, prefix=prefix, sizes=False))
     if not listed and base:
         return _grep_one(fs, path, base, search)
     top = f"{base}/{prefix}" if base and prefix else (base or prefix)

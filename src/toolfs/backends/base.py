@@ -140,10 +140,12 @@ class Store(ABC):
 
     # -- listing --------------------------------------------------------------------
 
-    def list_files(self, prefix: str) -> Iterator[Entry]:
+    def list_files(self, prefix: str, *, sizes: bool = True) -> Iterator[Entry]:
         """Every file at any depth below the directory ``prefix`` (flat, in no particular
         order), fresh from the backend (never a listing cache). One paginated listing on
-        object stores. This default uses ``fs.find``."""
+        object stores. ``sizes=False`` says the caller needs no size or mtime, so a store
+        that would spend a request or a system call per file on them (local: a stat)
+        may yield ``None`` instead. This default uses ``fs.find``."""
         self._forget_listings(prefix)
         own = self.fs._strip_protocol(prefix).rstrip("/")
         try:

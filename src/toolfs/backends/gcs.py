@@ -147,7 +147,7 @@ class GCSStore(AsyncStore):
             if not token:
                 return
 
-    def list_files(self, prefix: str) -> Iterator[Entry]:
+    def list_files(self, prefix: str, *, sizes: bool = True) -> Iterator[Entry]:
         """One ``objects.list`` of ``prefix/`` (paginated), no request per object;
         "directory marker" objects (names ending in ``/``) are not files."""
         for bucket, page in self._pages(prefix, delimiter=False):

@@ -65,6 +65,12 @@ def _read_to_end(fd: int, expected: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+def _is_normal(path: str) -> bool:
+    """Whether ``os.path.normpath`` would leave the absolute ``path`` as it is."""
+    return (path.startswith(os.sep) and not path.endswith(os.sep)
+            and "//" not in path and "/." not in path)
+
+
 def is_temp_name(name: str) -> bool:
     """Whether ``name`` is a temp file a crashed toolfs write may leave (never listed)."""
     return name.startswith(".") and _TMP_MARK in name
@@ -176,11 +182,12 @@ class LocalStore(Store):
             return None
         return st if self._inside(os.path.realpath(entry.path)) else None
 
-    def list_files(self, prefix: str) -> Iterator[Entry]:
+    def list_files(self, prefix: str, *, sizes: bool = True) -> Iterator[Entry]:
         """An ``os.scandir`` walk: symlinked directories are never followed (no loops,
         no escapes); a symlinked file counts only if it resolves inside the root (with
         its target's size and mtime, under the link's own path); FIFOs, sockets and
-        devices are skipped. A missing prefix or a file lists nothing."""
+        devices are skipped. A missing prefix or a file lists nothing. ``sizes=False``
+        spares the stat of each regular file (its entry has no size or mtime)."""
         start = self._listable(prefix)
         stack = [start]
         while stack:
@@ -203,7 +210,11 @@ class LocalStore(Store):
                         elif entry.is_dir(follow_symlinks=False):
                             stack.append(entry.path)
                             continue
-                        elif entry.is_file(follow_symlinks=False):
+                        elif entry.is_file(follow_symlinks=False):  # no stat: d_type
+                            if not sizes:
+                                yield Entry(path=entry.path, kind="file", size=None,
+                                            mtime=None)
+                                continue
                             st = entry.stat(follow_symlinks=False)
                         else:
                             continue  # FIFO, socket, device
@@ -245,7 +256,10 @@ class LocalStore(Store):
     # -- reading ------------------------------------------------------------------
 
     def _read(self, dfd: int, name: str, path: str, start: int,
-              length: int | None) -> Blob | None:
+              length: int | None, *, digest: bool = True) -> Blob | None:
+        """Open ``name`` in ``dfd`` without following a link or blocking, refuse what
+        is not a regular file, and read it. ``digest=False`` names the state by stat
+        alone (inode, size, mtime), for reads that record no observation."""
         try:
             # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
@@ -262,15 +276,16 @@ class LocalStore(Store):
             raise fs_error("not_a_file", f"{path} is {_kind(st)}", path=path)
         try:
             os.set_blocking(fd, True)
-            if st.st_size <= self.size_cap:
+            if digest and st.st_size <= self.size_cap:
                 data = _read_to_end(fd, st.st_size)
                 version = FileVersion.of_bytes(data)
                 if start == 0:  # read and digested whole anyway: spare a second call
                     return Blob(data=data, version=version, size=len(data))
                 lo, hi = clamp_range(len(data), start, length)
                 return Blob(data=data[lo:hi], version=version, size=len(data), start=lo)
-            # Too big to digest on every window: name the state by inode, size and mtime.
-            version = FileVersion(
+            # Too big to digest on every window (or a listing read that keeps no
+            # version): name the state by inode, size and mtime.
+            version = FileVersion.model_construct(  # built from ints: nothing to check
                 kind="stat", value=f"{st.st_ino}-{st.st_size}-{st.st_mtime_ns}")
             lo, hi = clamp_range(st.st_size, start, length)
             return Blob(data=os.pread(fd, hi - lo, lo), version=version, size=st.st_size,
@@ -294,11 +309,15 @@ class LocalStore(Store):
                  length: int | None = None) -> Iterator[tuple[str, Blob | FsError]]:
         """``get`` for each path, in input order, walking each parent directory once
         (listed files come grouped by directory): the same symlink-free walk and checks
-        as :meth:`get`, without repeating them per file."""
+        as :meth:`get`, without repeating them per file. The blobs carry stat versions,
+        not digests: these reads come from a listing and record no observation (grep
+        searches the bytes and forgets them), so hashing them would be wasted work."""
         parent: tuple[str, contextlib.ExitStack, int] | None = None
         try:
             for path in paths:
-                directory = os.path.dirname(os.path.normpath(path))
+                # Listed paths come normalised: split them without normalising again.
+                norm = path if _is_normal(path) else os.path.normpath(path)
+                directory, _, name = norm.rpartition(os.sep)
                 try:
                     if parent is None or parent[0] != directory:
                         if parent is not None:
@@ -307,7 +326,7 @@ class LocalStore(Store):
                         stack = contextlib.ExitStack()
                         dfd, _ = stack.enter_context(self._parent_fd(path))
                         parent = (directory, stack, dfd)
-                    blob = self._read(parent[2], os.path.basename(path), path, 0, length)
+                    blob = self._read(parent[2], name, path, 0, length, digest=False)
                     if blob is None:
                         raise fs_error("not_found", f"{path} does not exist", path=path)
                 except FsError as err:

@@ -57,7 +57,7 @@ class MemoryStore(Store):
         own = self.fs._strip_protocol(path).rstrip("/")
         return own, own + "/" if own else "/"
 
-    def list_files(self, prefix: str) -> Iterator[Entry]:
+    def list_files(self, prefix: str, *, sizes: bool = True) -> Iterator[Entry]:
         _, starter = self._starter(prefix)
         with _LOCK:
             found = [(k, f) for k, f in self.fs.store.items() if k.startswith(starter)]

@@ -172,7 +172,7 @@ class S3Store(AsyncStore):
             if not page.get("IsTruncated") or not token:
                 return
 
-    def list_files(self, prefix: str) -> Iterator[Entry]:
+    def list_files(self, prefix: str, *, sizes: bool = True) -> Iterator[Entry]:
         """One ``ListObjectsV2`` of ``prefix/`` (paginated), no request per object;
         "directory marker" keys (ending in ``/``) are not files."""
         for bucket, page in self._pages(prefix, delimiter=False):

@@ -695,7 +695,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         if base and not name.startswith(base + "/"):
             return None
         rel = name[len(base) + 1:] if base else name.lstrip("/")
-        if not rel or any(p in ("", ".", "..") for p in rel.split("/")):
+        parts = rel.split("/")
+        if "" in parts or "." in parts or ".." in parts:
             return None
         rel = escape_undecodable(f"{prefix}/{rel}" if prefix else rel)
         display = rel if target.is_root else f"{escape_undecodable(target.display)}/{rel}"
@@ -704,12 +705,14 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         return Found(path=display, rel=rel, backend_path=name, kind=entry.kind,
                      size=entry.size, mtime=entry.mtime)
 
-    def list_files(self, path: str | None = None, *, prefix: str = "") -> Iterator[Found]:
+    def list_files(self, path: str | None = None, *, prefix: str = "",
+                   sizes: bool = True) -> Iterator[Found]:
         """Every file below the directory ``path`` (default: the root), or only below
         its subdirectory ``prefix`` (relative, ``/``-separated, literal): one flat
         listing (``Store.list_files``), fresh, in no particular order. Denied files are
         left out; nothing outside the root is listed. A missing directory lists nothing.
-        Records no observation."""
+        Records no observation. ``sizes=False``: sizes and mtimes may be ``None`` where
+        they would cost extra per file (see ``Store.list_files``)."""
         target = self.search_root(path)
         listed = target.backend_path
         if prefix:
@@ -718,7 +721,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             listed = f"{listed.rstrip('/')}/{prefix}" if listed else prefix
             if self._denied(prefix if target.is_root else f"{target.display}/{prefix}"):
                 return
-        for entry in self.store.list_files(listed):
+        for entry in self.store.list_files(listed, sizes=sizes):
             if entry.kind != "file":
                 continue
             found = self._found(target, listed, entry, prefix)
