@@ -15,9 +15,9 @@ Errors: a refused or failed call (``stale``, ``not_observed``, ``no_match``, ...
 raised as pydantic-ai's ``ToolFailed`` with toolfs's text (``Error [code]: ...`` and what
 to do next). The model gets it as a failed tool result (the provider's error channel,
 e.g. Anthropic's ``is_error``) and acts on it: read again, then redo the change. It is
-not a ``ModelRetry``, which would count against the tool's retry budget (one by default)
-and end the run with ``UnexpectedModelBehavior`` after a second stale write -- an
-ordinary event when several agents share files. Invalid arguments, malformed JSON
+not a ``ModelRetry``, which would count against the tool's retry budget (one by default):
+two refusals in a row would end the run with ``UnexpectedModelBehavior``, though they are
+ordinary events when several agents share files. Invalid arguments, malformed JSON
 included, get toolfs's ``invalid_arguments`` text the same way: the toolset validates
 arguments with toolfs's own models, so pydantic-ai's validation never rejects a call
 first.
