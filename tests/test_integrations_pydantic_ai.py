@@ -222,7 +222,7 @@ def test_refusals_never_exhaust_the_retry_budget(memory: Backend) -> None:
 @pytest.mark.parametrize(("arguments", "problem"), [
     ('{"file_path": ', "arguments are not valid JSON"),
     ('["a.py"]', "arguments must be a JSON object"),
-    ("[" * 50_000, "arguments are not valid JSON"),
+    ("[" * 50_000, "arguments are not valid JSON: nested too deeply"),
     ({"file_path": 3}, "file_path: Input should be a valid string"),
     ({"file_path": "a.py", "offset": 0}, "offset: Input should be greater"),
     ({"path": "a.py"}, "unknown argument 'path'"),
