@@ -64,6 +64,7 @@ def script_model(script: Script, played: Played) -> FunctionModel:
                 # toolfs answers every call itself: pydantic-ai never asks for a retry.
                 assert not isinstance(part, RetryPromptPart), part
                 if isinstance(part, ToolReturnPart):
+                    assert part.outcome != "retried", part
                     returned[part.tool_call_id] = part
         results = [returned[c] for c in pending]
         played.outputs.extend(str(r.content) for r in results)
@@ -214,6 +215,31 @@ def test_refusals_never_exhaust_the_retry_budget(memory: Backend) -> None:
     played = run_agent(workspace(memory), script())
     assert played.outcomes == ["failed"] * 3 + ["success"] + ["failed"] * 3 + ["success"]
     assert memory.get("a.py") == b"x = 2\r\n"  # CRLF kept
+
+
+def test_tools_added_to_the_toolset_keep_pydantic_ai_validation(memory: Backend) -> None:
+    """Only toolfs's tools bypass pydantic-ai's validation; a tool the user adds to the
+    same toolset still gets pydantic-ai's retry prompt for a bad argument."""
+    ts = toolset(workspace(memory))
+
+    @ts.tool_plain
+    def double(x: int) -> int:
+        return 2 * x
+
+    sent: list[Any] = []
+    turns_ = [[ToolCallPart("double", {"x": "not a number"}, tool_call_id="1"),
+               ToolCallPart("read", {"file_path": 3}, tool_call_id="2")],
+              [TextPart("done")]]
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        sent.extend(messages[-1].parts)
+        return ModelResponse(parts=turns_.pop(0))
+
+    Agent(FunctionModel(respond), toolsets=[ts]).run_sync("work")
+    results = {p.tool_name: p for p in sent if isinstance(p, ToolReturnPart)}
+    assert results["double"].outcome == "retried"  # pydantic-ai's own validation
+    assert results["read"].outcome == "failed"
+    assert str(results["read"].content).startswith("Error [invalid_arguments]: ")
 
 
 # -- invalid arguments --------------------------------------------------------------

@@ -28,9 +28,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic_ai import FunctionToolset, RunContext, Tool, ToolFailed
+from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import ToolsetTool
 from pydantic_ai.toolsets.function import FunctionToolsetTool
 
@@ -40,6 +41,8 @@ from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, input_schema
 from toolfs.workspace import AsyncWorkspace, Workspace
 
 __all__ = ["ToolfsToolset", "toolset"]
+
+_ToolT = TypeVar("_ToolT", bound=ToolsetTool[Any])
 
 # The key under which the validator hands over arguments that are not a JSON object.
 _UNPARSED = "__toolfs_unparsed_arguments__"
@@ -80,17 +83,26 @@ class ToolfsToolset(FunctionToolset[Any]):
     """A ``FunctionToolset`` of toolfs tools whose arguments toolfs validates.
 
     Build it with :func:`toolset`. It is an ordinary ``FunctionToolset`` (filter, prefix,
-    wrap it as any other); only the argument validation of its tools differs.
+    wrap it, add your own tools to it); only the argument validation of its toolfs tools
+    differs. Tools you add keep pydantic-ai's validation.
     """
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         tools = await super().get_tools(ctx)
-        return {name: dataclasses.replace(tool, args_validator=_PassThrough())
-                for name, tool in tools.items()}
+        return {name: self._validated_by_toolfs(tool) for name, tool in tools.items()}
 
-    def tool_for_tool_def(self, tool_def: Any, *, ctx: RunContext[Any],
+    def tool_for_tool_def(self, tool_def: ToolDefinition, *, ctx: RunContext[Any],
                           original_name: str | None = None) -> FunctionToolsetTool[Any]:
         tool = super().tool_for_tool_def(tool_def, ctx=ctx, original_name=original_name)
+        return self._validated_by_toolfs(tool)
+
+    def _validated_by_toolfs(self, tool: _ToolT) -> _ToolT:
+        """``tool`` with the pass-through validator if it is one of toolfs's."""
+        if not isinstance(tool, FunctionToolsetTool):
+            return tool
+        own = self.tools.get(tool.original_name or tool.tool_def.name)
+        if own is None or not isinstance(own.function, _Runner):
+            return tool
         return dataclasses.replace(tool, args_validator=_PassThrough())
 
 
@@ -110,26 +122,30 @@ def toolset(ws: Workspace | AsyncWorkspace, *, tools: Sequence[str] | None = Non
         raise fs_error("invalid_arguments", f"unknown tool {str(unknown[0])[:50]!r}; the "
                        "tools are " + ", ".join(ARGS_MODELS))
     return ToolfsToolset(
-        [Tool.from_schema(_runner(aws, name), name=name, description=DESCRIPTIONS[name],
+        [Tool.from_schema(_Runner(aws, name), name=name, description=DESCRIPTIONS[name],
                           json_schema=input_schema(name))
          for name in names],
         id=id)
 
 
-def _runner(aws: AsyncWorkspace, name: str) -> Any:
-    async def run(**arguments: Any) -> str:
+class _Runner:
+    """One toolfs tool as pydantic-ai calls it: keyword arguments in, text out, toolfs's
+    errors raised as ``ToolFailed``."""
+
+    def __init__(self, aws: AsyncWorkspace, name: str) -> None:
+        self.aws, self.name = aws, name
+        self.__name__ = f"toolfs_{name}"
+
+    async def __call__(self, **arguments: Any) -> str:
         unparsed = arguments.get(_UNPARSED)
         given = unparsed.raw if isinstance(unparsed, _Unparsed) else {
             # null means "not given", as for a model in strict mode that sends every property
             k: v for k, v in arguments.items() if v is not None}
         try:
-            output = await aws.execute(name, given)
+            output = await self.aws.execute(self.name, given)
         except Exception as exc:  # execute never raises for tool errors; a closed pool might
             err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
-            raise ToolFailed(render_output(err, aws.sync.max_output_chars).text) from exc
+            raise ToolFailed(render_output(err, self.aws.sync.max_output_chars).text) from exc
         if output.is_error:
             raise ToolFailed(output.text)
         return output.text
-
-    run.__name__ = f"toolfs_{name}"
-    return run
