@@ -202,6 +202,9 @@ class Workspace:
         if isinstance(arguments, str | bytes):
             try:
                 arguments = json.loads(arguments)
+            except RecursionError:  # json's recursive decoder on deeply nested input
+                raise fs_error("invalid_arguments",
+                               "arguments are not valid JSON: nested too deeply") from None
             except ValueError as exc:
                 raise fs_error("invalid_arguments",
                                f"arguments are not valid JSON: {exc}") from None

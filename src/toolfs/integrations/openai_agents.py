@@ -1,0 +1,124 @@
+"""toolfs's six tools as OpenAI Agents SDK function tools.
+
+    from agents import Agent
+    from toolfs.integrations.openai_agents import function_tools
+
+    agent = Agent(name="coder", tools=function_tools(toolfs.Workspace("s3://bucket/repo")))
+
+Each tool is an ``agents.FunctionTool`` running over a :class:`toolfs.AsyncWorkspace`, so
+the run's event loop is never blocked and the SDK's parallel tool calls run concurrently,
+each under the same policy and conditional writes as ``Workspace.execute``.
+
+Strict mode: the SDK marks every property required (``ensure_strict_json_schema``), so a
+model in strict mode sends every argument. The schemas here are the pinned ones
+(:func:`toolfs.schemas.input_schema`) with each optional argument made nullable and its
+``default`` removed (strict mode rejects ``default``); a ``null`` argument means "not
+given", so the tool's default applies.
+
+Errors never reach the SDK's generic handler ("An error occurred while running the
+tool..."): a refused or failed call returns toolfs's text (``Error [code]: ...`` and what
+to do next) as the tool's output, and so do invalid arguments, malformed JSON included.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from agents import FunctionTool, RunContextWrapper
+from agents.tool_context import ToolContext
+
+from toolfs.errors import fs_error
+from toolfs.render import render_output
+from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, input_schema
+from toolfs.workspace import AsyncWorkspace, Workspace
+
+__all__ = ["ApprovalFunction", "function_tools", "strict_schema"]
+
+ApprovalFunction = Callable[[RunContextWrapper[Any], dict[str, Any], str], Awaitable[bool]]
+"""The SDK's per-call approval policy: ``(run_context, arguments, call_id) -> bool``."""
+
+# The tools that change files: the only ones `needs_approval` applies to.
+_CHANGING = frozenset({"write", "edit"})
+
+
+def function_tools(
+    ws: Workspace | AsyncWorkspace,
+    *,
+    needs_approval: bool | ApprovalFunction = False,
+    tools: Sequence[str] | None = None,
+) -> list[FunctionTool]:
+    """The tools (all six, or those ``tools`` names, in that order) as ``FunctionTool`` s.
+
+    ``ws`` is one execution context: every tool of the list records into, and is checked
+    against, its observations. Give each agent its own (``ws.new_context()``).
+    ``needs_approval`` is passed to the SDK for ``write`` and ``edit`` (a bool, or the SDK's
+    ``async (run_context, arguments, call_id) -> bool``); reading tools never need it.
+    """
+    aws = ws if isinstance(ws, AsyncWorkspace) else AsyncWorkspace(ws)
+    names = list(ARGS_MODELS) if tools is None else list(tools)
+    unknown = [n for n in names if n not in ARGS_MODELS]
+    if unknown:
+        raise fs_error("invalid_arguments", f"unknown tool {str(unknown[0])[:50]!r}; the "
+                       "tools are " + ", ".join(ARGS_MODELS))
+    return [
+        FunctionTool(
+            name=name,
+            description=DESCRIPTIONS[name],
+            params_json_schema=strict_schema(name),
+            on_invoke_tool=_invoker(aws, name),
+            strict_json_schema=True,
+            needs_approval=needs_approval if name in _CHANGING else False,
+        )
+        for name in names
+    ]
+
+
+def strict_schema(tool: str) -> dict[str, Any]:
+    """The pinned input schema of ``tool`` in the form strict mode needs: every property
+    required, each optional one nullable (``null`` means "use the default"), no
+    ``default`` keywords. The SDK's ``ensure_strict_json_schema`` leaves it unchanged."""
+    schema = copy.deepcopy(input_schema(tool))
+    optional = [k for k in schema["properties"] if k not in set(schema.get("required", ()))]
+    for key in optional:
+        prop = schema["properties"][key]
+        prop.pop("default", None)
+        description = prop.pop("description", None)
+        # The description stays beside anyOf, where strict mode accepts it, and says what
+        # null means (the pinned descriptions name the defaults).
+        default = ARGS_MODELS[tool].model_fields[key].default
+        shown = "" if default is None else f" ({json.dumps(default)})"
+        nullable: dict[str, Any] = {"anyOf": [prop, {"type": "null"}]}
+        nullable["description"] = f"{description or ''} null: the default{shown}.".lstrip()
+        schema["properties"][key] = nullable
+    schema["required"] = list(schema["properties"])
+    schema["additionalProperties"] = False
+    return schema
+
+
+def _invoker(aws: AsyncWorkspace, name: str) -> Callable[[ToolContext[Any], str], Awaitable[str]]:
+    async def invoke(context: ToolContext[Any], arguments: str) -> str:
+        try:
+            output = await aws.execute(name, _without_nulls(arguments))
+        except Exception as exc:  # execute never raises for tool errors; a closed pool might
+            err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
+            return render_output(err, aws.sync.max_output_chars).text
+        return output.text
+
+    invoke.__name__ = f"toolfs_{name}"
+    return invoke
+
+
+def _without_nulls(arguments: str) -> Any:
+    """The model's JSON arguments with ``null`` members dropped (strict mode sends every
+    property; ``null`` means "not given"). Anything that is not a JSON object goes to
+    ``execute`` as it came, which answers with the ``invalid_arguments`` text."""
+    try:
+        parsed = json.loads(arguments) if arguments else {}
+    except (ValueError, TypeError, RecursionError):  # execute names the problem
+        return arguments
+    if not isinstance(parsed, dict):
+        return arguments
+    return {k: v for k, v in parsed.items() if v is not None}

@@ -1,0 +1,151 @@
+"""toolfs's six tools as a pydantic-ai toolset.
+
+    from pydantic_ai import Agent
+    from toolfs.integrations.pydantic_ai import toolset
+
+    agent = Agent("openai:gpt-5", toolsets=[toolset(toolfs.Workspace("s3://bucket/repo"))])
+
+The tools' JSON schemas are toolfs's pinned ones (:func:`toolfs.schemas.input_schema`,
+given to pydantic-ai with ``Tool.from_schema``), not schemas re-derived from Python
+signatures, and their descriptions are toolfs's. Each call runs on a
+:class:`toolfs.AsyncWorkspace`, so pydantic-ai's parallel tool calls run concurrently,
+each under the same policy and conditional writes as ``Workspace.execute``.
+
+Errors: a refused or failed call (``stale``, ``not_observed``, ``no_match``, ...) is
+raised as pydantic-ai's ``ToolFailed`` with toolfs's text (``Error [code]: ...`` and what
+to do next). The model gets it as a failed tool result (the provider's error channel,
+e.g. Anthropic's ``is_error``) and acts on it: read again, then redo the change. It is
+not a ``ModelRetry``, which would count against the tool's retry budget (one by default):
+two refusals in a row would end the run with ``UnexpectedModelBehavior``, though they are
+ordinary events when several agents share files. Invalid arguments, malformed JSON
+included, get toolfs's ``invalid_arguments`` text the same way: the toolset validates
+arguments with toolfs's own models, so pydantic-ai's validation never rejects a call
+first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import Any, Literal, TypeVar
+
+from pydantic_ai import FunctionToolset, RunContext, Tool, ToolFailed
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import ToolsetTool
+from pydantic_ai.toolsets.function import FunctionToolsetTool
+
+from toolfs.errors import fs_error
+from toolfs.render import render_output
+from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, input_schema
+from toolfs.workspace import AsyncWorkspace, Workspace
+
+__all__ = ["ToolfsToolset", "toolset"]
+
+_ToolT = TypeVar("_ToolT", bound=ToolsetTool[Any])
+
+# The key under which the validator hands over arguments that are not a JSON object.
+_UNPARSED = "__toolfs_unparsed_arguments__"
+
+
+class _Unparsed:
+    """The model's arguments as they came, when they are not a JSON object. A model's
+    JSON can never produce an instance of this class, so it cannot be forged."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+
+class _PassThrough:
+    """The argument validator of the toolfs tools: never rejects, so every call reaches
+    ``Workspace.execute``, whose validation answers with toolfs's text. pydantic-ai's own
+    would answer malformed JSON with a retry prompt and end the run when retries run out.
+    """
+
+    def validate_json(self, input: str | bytes | bytearray, *,
+                      allow_partial: bool | Literal["off", "on", "trailing-strings"] = False,
+                      **kwargs: Any) -> Any:
+        try:
+            parsed = json.loads(input) if input else {}
+        except (ValueError, TypeError, RecursionError):
+            return {_UNPARSED: _Unparsed(input)}
+        return self.validate_python(parsed)
+
+    def validate_python(self, input: Any, *,
+                        allow_partial: bool | Literal["off", "on", "trailing-strings"] = False,
+                        **kwargs: Any) -> Any:
+        if isinstance(input, dict) and all(isinstance(k, str) for k in input):
+            return dict(input)
+        return {_UNPARSED: _Unparsed(input)}
+
+
+class ToolfsToolset(FunctionToolset[Any]):
+    """A ``FunctionToolset`` of toolfs tools whose arguments toolfs validates.
+
+    Build it with :func:`toolset`. It is an ordinary ``FunctionToolset`` (filter, prefix,
+    wrap it, add your own tools to it); only the argument validation of its toolfs tools
+    differs. Tools you add keep pydantic-ai's validation.
+    """
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        tools = await super().get_tools(ctx)
+        return {name: self._validated_by_toolfs(tool) for name, tool in tools.items()}
+
+    def tool_for_tool_def(self, tool_def: ToolDefinition, *, ctx: RunContext[Any],
+                          original_name: str | None = None) -> FunctionToolsetTool[Any]:
+        tool = super().tool_for_tool_def(tool_def, ctx=ctx, original_name=original_name)
+        return self._validated_by_toolfs(tool)
+
+    def _validated_by_toolfs(self, tool: _ToolT) -> _ToolT:
+        """``tool`` with the pass-through validator if it is one of toolfs's."""
+        if not isinstance(tool, FunctionToolsetTool):
+            return tool
+        own = self.tools.get(tool.original_name or tool.tool_def.name)
+        if own is None or not isinstance(own.function, _Runner):
+            return tool
+        return dataclasses.replace(tool, args_validator=_PassThrough())
+
+
+def toolset(ws: Workspace | AsyncWorkspace, *, tools: Sequence[str] | None = None,
+            id: str | None = None) -> ToolfsToolset:
+    """The tools (all six, or those ``tools`` names, in that order) as a pydantic-ai
+    ``FunctionToolset``.
+
+    ``ws`` is one execution context: every tool of the toolset records into, and is
+    checked against, its observations. Give each agent its own (``ws.new_context()``).
+    ``id`` is the toolset's id (durable execution needs one).
+    """
+    aws = ws if isinstance(ws, AsyncWorkspace) else AsyncWorkspace(ws)
+    names = list(ARGS_MODELS) if tools is None else list(tools)
+    unknown = [n for n in names if n not in ARGS_MODELS]
+    if unknown:
+        raise fs_error("invalid_arguments", f"unknown tool {str(unknown[0])[:50]!r}; the "
+                       "tools are " + ", ".join(ARGS_MODELS))
+    return ToolfsToolset(
+        [Tool.from_schema(_Runner(aws, name), name=name, description=DESCRIPTIONS[name],
+                          json_schema=input_schema(name))
+         for name in names],
+        id=id)
+
+
+class _Runner:
+    """One toolfs tool as pydantic-ai calls it: keyword arguments in, text out, toolfs's
+    errors raised as ``ToolFailed``."""
+
+    def __init__(self, aws: AsyncWorkspace, name: str) -> None:
+        self.aws, self.name = aws, name
+        self.__name__ = f"toolfs_{name}"
+
+    async def __call__(self, **arguments: Any) -> str:
+        unparsed = arguments.get(_UNPARSED)
+        given = unparsed.raw if isinstance(unparsed, _Unparsed) else {
+            # null means "not given", as for a model in strict mode that sends every property
+            k: v for k, v in arguments.items() if v is not None}
+        try:
+            output = await self.aws.execute(self.name, given)
+        except Exception as exc:  # execute never raises for tool errors; a closed pool might
+            err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
+            raise ToolFailed(render_output(err, self.aws.sync.max_output_chars).text) from exc
+        if output.is_error:
+            raise ToolFailed(output.text)
+        return output.text
