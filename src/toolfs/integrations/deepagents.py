@@ -134,6 +134,11 @@ def _rel(path: str | None) -> str:
     return (path or "").lstrip("/")
 
 
+def _file(path: str) -> str:
+    """A Deep Agents file path below the workspace root (``/`` is the root directory)."""
+    return _rel(path) or "."
+
+
 def _shown(display: str) -> str:
     """A toolfs display path as Deep Agents names it."""
     return "/" if display in ("", ".") else "/" + display.lstrip("/")
@@ -230,7 +235,7 @@ class ToolfsBackend(BackendProtocol):
         """The raw lines ``offset`` (0-based) to ``offset + limit - 1``; records the
         version of the bytes they came from (what a later edit is conditional on)."""
         offset, limit = max(int(offset), 0), max(int(limit), 0)
-        rel = _rel(file_path)
+        rel = _file(file_path)
         try:
             if _classify(file_path) != "text":
                 return self._guarded(lambda fs: self._read_binary(fs, rel))
@@ -238,7 +243,7 @@ class ToolfsBackend(BackendProtocol):
         except FsError as err:
             if err.code in ("not_found", "not_a_file") and not err.details.get("bucket"):
                 near = err.details.get("did_you_mean") or []
-                hint = (" Did you mean: " + ", ".join(_shown(p) for p in near) + "?"
+                hint = (". Did you mean: " + ", ".join(_shown(p) for p in near) + "?"
                         if near else "")
                 return ReadResult(error=f"File '{file_path}' not found{hint}")
             return ReadResult(error=self._text(err, prefixed=True))
@@ -316,7 +321,7 @@ class ToolfsBackend(BackendProtocol):
     def write(self, file_path: str, content: str) -> WriteResult:
         """Create ``file_path``, or replace it on the version this context observed."""
         try:
-            self.workspace.write(_rel(file_path), content)
+            self.workspace.write(_file(file_path), content)
         except FsError as err:
             return WriteResult(error=self._text(err, prefixed=False))
         return WriteResult(path=file_path)
@@ -329,7 +334,7 @@ class ToolfsBackend(BackendProtocol):
         """Replace ``old_string`` in the file as this context read it; stored only on
         that version (``stale`` if it changed since)."""
         try:
-            done = self.workspace.edit(_rel(file_path), old_string, new_string, replace_all)
+            done = self.workspace.edit(_file(file_path), old_string, new_string, replace_all)
         except FsError as err:
             return EditResult(error=self._edit_error(err, file_path, old_string))
         return EditResult(path=file_path, occurrences=done.replacements)
@@ -358,7 +363,7 @@ class ToolfsBackend(BackendProtocol):
 
     def delete(self, file_path: str) -> DeleteResult:
         """Delete one file, on the version this context observed (like an edit)."""
-        rel = _rel(file_path)
+        rel = _file(file_path)
         try:
             self._guarded(lambda fs: fs.rm_file(rel))
         except FsError as err:
@@ -467,7 +472,7 @@ class ToolfsBackend(BackendProtocol):
         replacing one needs this context to have observed it (else ``not_observed``)."""
         out: list[FileUploadResponse] = []
         for path, content in files:
-            put = functools.partial(_put, rel=_rel(path), data=content)
+            put = functools.partial(_put, rel=_file(path), data=content)
             try:
                 self._guarded(put)
             except FsError as err:
@@ -485,7 +490,7 @@ class ToolfsBackend(BackendProtocol):
         out: list[FileDownloadResponse] = []
         for path in paths:
             try:
-                data = self._guarded(functools.partial(_whole, rel=_rel(path)))
+                data = self._guarded(functools.partial(_whole, rel=_file(path)))
             except FsError as err:
                 out.append(FileDownloadResponse(
                     path=path, error=self._operation_error(err) or self._text(err, prefixed=False)))
