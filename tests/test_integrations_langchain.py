@@ -164,6 +164,11 @@ def test_invalid_arguments_reach_the_model_as_toolfs_text(use_async: bool) -> No
          "unknown argument 'mode'"),
         ({"file_path": "a.txt", "old_string": "one", "new_string": "one"},
          "old_string and new_string must differ"),
+        # Names LangChain itself passes to a StructuredTool's _run: still the model's.
+        ({"file_path": "a.txt", "old_string": "one", "new_string": "two", "config": {}},
+         "unknown argument 'config'"),
+        ({"file_path": "a.txt", "old_string": "one", "new_string": "two", "run_manager": 1},
+         "unknown argument 'run_manager'"),
     ]
     for args, problem in cases:
         answer = invoke(edit, args, use_async)

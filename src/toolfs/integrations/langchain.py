@@ -29,6 +29,7 @@ blocked by storage I/O)::
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -59,7 +60,7 @@ def tools(ws: Workspace | AsyncWorkspace,
     if isinstance(ws, AsyncWorkspace):
         sync_ws, async_ws = ws.sync, ws
     elif isinstance(ws, Workspace):
-        sync_ws, async_ws = ws, AsyncWorkspace(ws)
+        sync_ws, async_ws = ws, None
     else:
         raise TypeError(f"tools() takes a toolfs Workspace or AsyncWorkspace, not "
                         f"{type(ws).__name__}")
@@ -67,7 +68,18 @@ def tools(ws: Workspace | AsyncWorkspace,
     unknown = [n for n in wanted if n not in ARGS_MODELS]
     if unknown:
         raise ValueError(f"unknown tool {unknown[0]!r}; the tools are " + ", ".join(ARGS_MODELS))
-    return [_tool(name, sync_ws, async_ws) for name in wanted]
+    lock = threading.Lock()
+
+    def shared_async() -> AsyncWorkspace:
+        """The AsyncWorkspace of the async calls, made on the first one (sync-only users
+        get no worker threads)."""
+        nonlocal async_ws
+        with lock:
+            if async_ws is None:
+                async_ws = AsyncWorkspace(sync_ws)
+            return async_ws
+
+    return [_tool(name, sync_ws, shared_async) for name in wanted]
 
 
 def _answer(output: ToolOutput) -> tuple[str, dict[str, Any]]:
@@ -79,17 +91,34 @@ def _answer(output: ToolOutput) -> tuple[str, dict[str, Any]]:
     return output.text, output.to_dict()
 
 
-def _tool(name: str, sync_ws: Workspace, async_ws: AsyncWorkspace) -> StructuredTool:
+class _WorkspaceTool(StructuredTool):
+    """A ``StructuredTool`` whose calls hand every argument the model sent to toolfs.
+
+    ``StructuredTool._run`` takes ``config`` and ``run_manager`` parameters, so LangChain
+    fills them in and a model argument of that name would be dropped without a word;
+    these take the arguments only, and toolfs reports an unknown one."""
+
+    def _run(self, *args: Any, **arguments: Any) -> Any:
+        assert self.func is not None
+        return self.func(*args, **arguments)
+
+    async def _arun(self, *args: Any, **arguments: Any) -> Any:
+        assert self.coroutine is not None
+        return await self.coroutine(*args, **arguments)
+
+
+def _tool(name: str, sync_ws: Workspace, async_ws: Callable[[], AsyncWorkspace]
+          ) -> StructuredTool:
     # The arguments arrive exactly as the model sent them (a dict schema is not validated
     # by LangChain), and execute validates them against the pinned model.
     def run(**arguments: Any) -> tuple[str, dict[str, Any]]:
         return _answer(sync_ws.execute(name, arguments))
 
     async def arun(**arguments: Any) -> tuple[str, dict[str, Any]]:
-        return _answer(await async_ws.execute(name, arguments))
+        return _answer(await async_ws().execute(name, arguments))
 
     coroutine: Callable[..., Coroutine[Any, Any, tuple[str, dict[str, Any]]]] = arun
-    return StructuredTool.from_function(
+    return _WorkspaceTool(
         func=run, coroutine=coroutine, name=name, description=DESCRIPTIONS[name],
-        args_schema=input_schema(name), infer_schema=False,
-        response_format="content_and_artifact", handle_tool_error=True)
+        args_schema=input_schema(name), response_format="content_and_artifact",
+        handle_tool_error=True)
