@@ -4,9 +4,9 @@ A scripted chat model (a ``FakeMessagesListChatModel`` whose every turn is decid
 function of the conversation; no network) runs LangChain's ``create_agent`` loop and a
 Deep Agents graph (``create_deep_agent(..., backend=ToolfsBackend(ws))``) on every
 backend: read -> edit -> a refused stale edit after an outside change -> re-read ->
-edit, asserting the bytes and the texts the model reads. Then races: two Deep Agents on
-one S3 file, and parallel tool calls of one context; every reported success must be in
-the final bytes.
+edit, asserting the bytes and the texts the model reads. Then races: two agents of each
+framework on one S3 object, and parallel tool calls of one context; every reported
+success must be in the final bytes.
 """
 
 from __future__ import annotations
@@ -474,17 +474,20 @@ def test_backend_parallel_edits_of_one_context_lose_nothing(backend: Backend) ->
     assert final.count("<") == len(wins)
 
 
-def _racer(backend_: ToolfsBackend, name: str, wanted: int, wins: list[str],
+def _racer(framework: str, ws: toolfs.Workspace, name: str, wanted: int, wins: list[str],
            refusals: list[str], first_reads: threading.Barrier) -> Any:
-    """A deep agent that appends ``wanted`` markers to /race.txt, re-reading whenever an
-    edit is refused as stale. Its first edit waits until every racer has read the file,
-    so the first edits all start from one version: all but one must be refused."""
+    """An agent (LangChain's or Deep Agents') that appends ``wanted`` markers to
+    race.txt, re-reading whenever an edit is refused as stale. Its first edit waits until
+    every racer has read the file, so the first edits all start from one version: all
+    but one must be refused."""
+    read, edit, path = (("read_file", "edit_file", "/race.txt") if framework == "deepagents"
+                        else ("read", "edit", "race.txt"))
     state = {"attempt": 0, "done": 0}
 
     def turn(messages: list[BaseMessage]) -> AIMessage:
         answers = results(messages)
         last = answers[-1] if answers else None
-        if last is not None and last.name == "edit_file":
+        if last is not None and last.name == edit:
             marker = f"<{name}:{state['attempt']}>"
             if last.status == "success":
                 wins.append(marker)
@@ -493,18 +496,24 @@ def _racer(backend_: ToolfsBackend, name: str, wanted: int, wins: list[str],
                 refusals.append(str(last.content))
         if state["done"] >= wanted:
             return AIMessage("done")
-        if last is None or last.name == "edit_file":
-            return call("read_file", file_path="/race.txt")
+        if last is None or last.name == edit:
+            return call(read, file_path=path)
         state["attempt"] += 1
         if state["attempt"] == 1:
             first_reads.wait(timeout=60)
-        return call("edit_file", file_path="/race.txt", old_string="END",
+        return call(edit, file_path=path, old_string="END",
                     new_string=f"<{name}:{state['attempt']}>\nEND")
 
-    return create_deep_agent(model=ScriptedModel(turn=turn), backend=backend_)
+    model = ScriptedModel(turn=turn)
+    if framework == "deepagents":
+        return create_deep_agent(model=model, backend=ToolfsBackend(ws))
+    return create_agent(model, tools=tools(ws))
 
 
-def test_two_deep_agents_race_on_s3(s3_backend: S3Backend) -> None:
+@pytest.mark.parametrize("framework", ["langchain", "deepagents"])
+def test_two_agents_race_on_s3(s3_backend: S3Backend, framework: str) -> None:
+    """Two agents, each its own context, append to one S3 object at once (moto over
+    HTTP, conditional PUTs): every reported success is in the final bytes."""
     s3_backend.setup()
     try:
         s3_backend.put("race.txt", b"START\nEND\n")
@@ -512,7 +521,7 @@ def test_two_deep_agents_race_on_s3(s3_backend: S3Backend) -> None:
         wins: list[str] = []
         refusals: list[str] = []
         barrier = threading.Barrier(2)
-        agents = [_racer(ToolfsBackend(ws.new_context()), f"a{i}", 6, wins, refusals, barrier)
+        agents = [_racer(framework, ws.new_context(), f"a{i}", 6, wins, refusals, barrier)
                   for i in range(2)]
         errors: list[BaseException] = []
 
@@ -532,7 +541,8 @@ def test_two_deep_agents_race_on_s3(s3_backend: S3Backend) -> None:
         assert all(w in final for w in wins), (wins, final)
         assert final.count("<") == 12
         assert refusals  # the first edits raced from one version
-        assert all(r.startswith("Error [stale]: /race.txt changed since you read it")
+        shown = "/race.txt" if framework == "deepagents" else "race.txt"
+        assert all(r.startswith(f"Error [stale]: {shown} changed since you read it")
                    for r in refusals), refusals
     finally:
         s3_backend.teardown()
