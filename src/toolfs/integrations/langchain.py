@@ -1,0 +1,124 @@
+"""The six tools as LangChain ``StructuredTool`` objects (extra ``langchain``).
+
+``tools(ws)`` gives ``read``, ``write``, ``edit``, ``glob``, ``grep`` and ``ls`` over one
+workspace (one execution context), each with a sync ``func`` and an async ``coroutine``
+(the coroutine runs on :class:`toolfs.AsyncWorkspace`, so an agent's event loop is never
+blocked by storage I/O)::
+
+    from toolfs.integrations.langchain import tools
+    agent_tools = tools(toolfs.Workspace("s3://bucket/repo"))
+
+* **The pinned schemas, as JSON Schema dicts.** Each tool's ``args_schema`` is
+  :func:`toolfs.schemas.input_schema` -- not toolfs's pydantic argument models. With a
+  pydantic model LangChain validates the call itself and raises its own
+  ``ValidationError`` (by default into the agent loop, or as pydantic's wording when
+  ``handle_validation_error`` is set); with a dict schema the arguments reach
+  :meth:`toolfs.Workspace.execute`, which answers a bad call with toolfs's
+  ``invalid_arguments`` text (what was wrong, and what to do).
+* **toolfs's descriptions** (:data:`toolfs.schemas.DESCRIPTIONS`), which tell the model the
+  observation policy.
+* **Errors are tool messages.** A tool error (``stale``, ``not_observed``, ``no_match``,
+  ``invalid_arguments``, ...) raises ``ToolException`` with toolfs's text
+  (``Error [code] ...`` and the advice) and the tools set ``handle_tool_error=True``, so
+  LangChain answers the call with a ``ToolMessage`` whose ``status`` is ``"error"`` and
+  whose content is that text -- never a traceback and never LangChain's generic handler.
+* **Structured content as the artifact.** ``response_format="content_and_artifact"``: a
+  successful call's ``ToolMessage.content`` is the model text and ``.artifact`` is
+  :meth:`toolfs.ToolOutput.to_dict` (the facts the text shows, for the application).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+try:
+    from langchain_core.tools import StructuredTool, ToolException
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("toolfs.integrations.langchain needs LangChain: "
+                      "pip install 'toolfs[langchain]'") from exc
+
+from toolfs.render import ToolOutput
+from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, input_schema
+from toolfs.workspace import AsyncWorkspace, Workspace
+
+__all__ = ["tools"]
+
+
+def tools(ws: Workspace | AsyncWorkspace,
+          names: list[str] | tuple[str, ...] | None = None) -> list[StructuredTool]:
+    """The toolfs tools (all six, or those ``names`` lists, in that order) as LangChain
+    ``StructuredTool`` objects over ``ws``.
+
+    All tools share ``ws``'s execution context: what ``read`` observed is what ``edit``
+    and ``write`` are conditional on. Give each agent its own context
+    (``ws.new_context()``). Sync calls run on the :class:`~toolfs.Workspace`, async calls
+    on an :class:`~toolfs.AsyncWorkspace` over the same context (``ws`` itself when it is
+    one; its worker threads otherwise).
+    """
+    if isinstance(ws, AsyncWorkspace):
+        sync_ws, async_ws = ws.sync, ws
+    elif isinstance(ws, Workspace):
+        sync_ws, async_ws = ws, None
+    else:
+        raise TypeError(f"tools() takes a toolfs Workspace or AsyncWorkspace, not "
+                        f"{type(ws).__name__}")
+    wanted = list(ARGS_MODELS) if names is None else list(names)
+    unknown = [n for n in wanted if n not in ARGS_MODELS]
+    if unknown:
+        raise ValueError(f"unknown tool {unknown[0]!r}; the tools are " + ", ".join(ARGS_MODELS))
+    lock = threading.Lock()
+
+    def shared_async() -> AsyncWorkspace:
+        """The AsyncWorkspace of the async calls, made on the first one (sync-only users
+        get no worker threads)."""
+        nonlocal async_ws
+        with lock:
+            if async_ws is None:
+                async_ws = AsyncWorkspace(sync_ws)
+            return async_ws
+
+    return [_tool(name, sync_ws, shared_async) for name in wanted]
+
+
+def _answer(output: ToolOutput) -> tuple[str, dict[str, Any]]:
+    """``(content, artifact)`` of a success; a tool error leaves as ``ToolException``
+    carrying toolfs's text, which ``handle_tool_error=True`` turns into the content of a
+    ``ToolMessage`` with ``status="error"``."""
+    if output.is_error:
+        raise ToolException(output.text)
+    return output.text, output.to_dict()
+
+
+class _WorkspaceTool(StructuredTool):
+    """A ``StructuredTool`` whose calls hand every argument the model sent to toolfs.
+
+    ``StructuredTool._run`` takes ``config`` and ``run_manager`` parameters, so LangChain
+    fills them in and a model argument of that name would be dropped without a word;
+    these take the arguments only, and toolfs reports an unknown one."""
+
+    def _run(self, *args: Any, **arguments: Any) -> Any:
+        assert self.func is not None
+        return self.func(*args, **arguments)
+
+    async def _arun(self, *args: Any, **arguments: Any) -> Any:
+        assert self.coroutine is not None
+        return await self.coroutine(*args, **arguments)
+
+
+def _tool(name: str, sync_ws: Workspace, async_ws: Callable[[], AsyncWorkspace]
+          ) -> StructuredTool:
+    # The arguments arrive exactly as the model sent them (a dict schema is not validated
+    # by LangChain), and execute validates them against the pinned model.
+    def run(**arguments: Any) -> tuple[str, dict[str, Any]]:
+        return _answer(sync_ws.execute(name, arguments))
+
+    async def arun(**arguments: Any) -> tuple[str, dict[str, Any]]:
+        return _answer(await async_ws().execute(name, arguments))
+
+    coroutine: Callable[..., Coroutine[Any, Any, tuple[str, dict[str, Any]]]] = arun
+    return _WorkspaceTool(
+        func=run, coroutine=coroutine, name=name, description=DESCRIPTIONS[name],
+        args_schema=input_schema(name), response_format="content_and_artifact",
+        handle_tool_error=True)
