@@ -180,6 +180,14 @@ class Workspace:
         self._redact.chain(err)
         return err
 
+    def run(self, fn: Callable[[PolicyFileSystem], T]) -> T:
+        """``fn(fs)`` on this context's policy filesystem, with the tools' guarantee for
+        what leaves: an :class:`FsError`, credentials masked, whatever ``fn`` raised.
+
+        For adapters that compose the policy filesystem's operations into a tool of
+        another shape (``open_for_edit`` + ``ObservedFile.commit``, ``rm_file``, ...)."""
+        return self._guarded(lambda fs, _args: fn(fs), None)
+
     def _guarded(self, tool: Callable[[PolicyFileSystem, Any], T], args: Any) -> T:
         """Run a tool; every failure leaves as an ``FsError`` with credentials masked."""
         try:
@@ -276,6 +284,15 @@ class AsyncWorkspace:
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+    async def run(self, fn: Callable[[PolicyFileSystem], T]) -> T:
+        """:meth:`Workspace.run` on a worker thread: ``fn(fs)`` may block."""
+        return await self._run(self.sync.run, fn)
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on this workspace's worker threads (for an adapter's own
+        blocking function that calls :meth:`Workspace.run` or the sync tools)."""
+        return await self._run(fn, *args)
 
     async def read(self, file_path: str, offset: int | None = None,
                    limit: int | None = None) -> ReadResult:

@@ -180,7 +180,7 @@ class ToolfsBackend(BackendProtocol):
     def _guarded(self, fn: Callable[[PolicyFileSystem], T]) -> T:
         """Run ``fn`` on the policy filesystem; every failure is an ``FsError`` with
         credentials masked, as from the workspace's own tools."""
-        return self.workspace._guarded(lambda fs, _args: fn(fs), None)
+        return self.workspace.run(fn)
 
     def _text(self, err: FsError, *, prefixed: bool) -> str:
         """toolfs's model text for ``err``, paths named as Deep Agents names them.
@@ -199,7 +199,7 @@ class ToolfsBackend(BackendProtocol):
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         if self._async is not None:
-            return await self._async._run(fn, *args)
+            return await self._async.call(fn, *args)
         return await asyncio.to_thread(fn, *args)
 
     # -- ls -------------------------------------------------------------------------
