@@ -81,3 +81,33 @@ def test_pickling_keeps_class_and_fields(err: toolfs.FsError) -> None:
     again = pickle.loads(pickle.dumps(err))
     assert type(again) is type(err)
     assert again.to_dict() == err.to_dict() and again.args == err.args
+
+
+def test_workspace_run_gives_the_tools_error_guarantee() -> None:
+    """``Workspace.run``: what an adapter's composed operation raises leaves as an
+    ``FsError`` (a foreign exception as ``backend_error``, its cause kept); the async
+    twin runs it on a worker thread with the same result."""
+    import asyncio
+
+    ws = toolfs.Workspace("memory://run-guard")
+    ws.write("a.txt", "one\n")
+    assert ws.run(lambda fs: fs.open_for_edit("a.txt").read()) == b"one\n"
+
+    def boom(fs: object) -> None:
+        raise RuntimeError("the client library failed")
+
+    with pytest.raises(toolfs.FsError) as info:
+        ws.run(boom)
+    assert info.value.code == "backend_error"
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert "the client library failed" in info.value.message
+    with pytest.raises(toolfs.FsError) as missing:
+        ws.run(lambda fs: fs.open_for_edit("nope.txt"))
+    assert missing.value.code == "not_found"
+
+    aws = toolfs.AsyncWorkspace(ws)
+    try:
+        assert asyncio.run(aws.run(lambda fs: fs.cat_file("a.txt"))) == b"one\n"
+        assert asyncio.run(aws.call(lambda a, b: a + b, 2, 3)) == 5
+    finally:
+        aws.close()
