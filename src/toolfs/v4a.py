@@ -41,7 +41,7 @@ Messages and details are bounded (a few context lines, each clipped).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -323,11 +323,15 @@ class _Lines:
     def pattern(self, lines: Sequence[str]) -> list[int]:
         return [self.ids.get(c, -1) for c in lines]
 
-    def mapped(self, how: Literal["rstrip", "strip"]) -> tuple[list[int], dict[str, int]]:
+    def mapped(self, key: Callable[[str], str]) -> tuple[list[int], dict[str, int]]:
+        """The file's lines interned after ``key`` (for near-miss hints)."""
         ids: dict[str, int] = {}
-        seq = [ids.setdefault(c.rstrip() if how == "rstrip" else c.strip(), len(ids))
-               for c in self.contents]
+        seq = [ids.setdefault(key(c), len(ids)) for c in self.contents]
         return seq, ids
+
+
+def _no_space(line: str) -> str:
+    return "".join(line.split())
 
 
 def _quote(lines: Sequence[str]) -> str:
@@ -360,10 +364,10 @@ def _no_match(lines: _Lines, hunk: Hunk, cursor: int, end: int, path: str | None
     if missing is not None:
         details["missing_line"] = _shown(missing)
         hints.append(f"The line {_shown(missing)!r} occurs nowhere in the file.")
-    for how in ("rstrip", "strip"):
-        seq, ids = lines.mapped(how)
-        pattern = [ids.get(s.rstrip() if how == "rstrip" else s.strip(), -1)
-                   for s in hunk.old]
+    # Trailing whitespace first (the common slip), then any whitespace at all.
+    for key in (str.rstrip, _no_space):
+        seq, ids = lines.mapped(key)
+        pattern = [ids.get(key(s), -1) for s in hunk.old]
         found = []
         for p in _occurrences(seq, pattern, cursor, end):
             found.append(p + 1)
