@@ -30,6 +30,7 @@ from toolfs.integrations.openai import (
     apply_patch,
     apply_patch_async,
     apply_patch_call_output,
+    apply_patch_text,
     handle_apply_patch_call,
 )
 from toolfs.v4a import apply_diff, parse_update
@@ -349,6 +350,55 @@ def test_move_keeps_a_copy_someone_else_changed_before_the_undo() -> None:
     raw = ws.fs.fs
     assert raw.cat_file(ws.fs.resolve("a.txt").backend_path) == b"theirs\n"
     assert raw.cat_file(ws.fs.resolve("b.txt").backend_path) == b"also theirs\n"
+
+
+def test_a_whole_patch_reports_per_file_what_landed() -> None:
+    ws = _mem("oa-envelope")
+    ws.write("old.py", "x = 1\n")
+    ws.write("gone.txt", "bye\n")
+    ws.read("gone.txt")
+    report = apply_patch_text(ws, (
+        "*** Begin Patch\n"
+        "*** Add File: new.txt\n+hello\n+\n"
+        "*** Update File: old.py\n*** Move to: pkg/new.py\n@@\n-x = 1\n+x = 2\n"
+        "*** Delete File: gone.txt\n"
+        "*** End Patch\n"))
+    assert not report.is_error
+    assert report.text == ("Created new.txt\nUpdated old.py\nMoved old.py to pkg/new.py\n"
+                           "Deleted gone.txt")
+    assert ws.fs.cat_file("new.txt") == b"hello\n" and ws.fs.cat_file("pkg/new.py") == b"x = 2\n"
+    assert not ws.fs.exists("old.py") and not ws.fs.exists("gone.txt")
+    # The second file fails: the first landed, the third was not attempted.
+    report = apply_patch_text(ws, (
+        "*** Begin Patch\n*** Update File: new.txt\n@@\n-hello\n+hi\n"
+        "*** Update File: pkg/new.py\n@@\n-x = 9\n+x = 3\n"
+        "*** Add File: later.txt\n+later\n*** End Patch"))
+    assert report.is_error and [o.is_error for o in report.outputs] == [False, True]
+    assert report.skipped == ("later.txt",)
+    assert report.text.startswith("Updated new.txt\nError [no_match] (pkg/new.py): hunk 1")
+    assert report.text.endswith("Not applied, because of the error above: later.txt")
+    assert ws.fs.cat_file("new.txt") == b"hi\n" and not ws.fs.exists("later.txt")
+
+
+@pytest.mark.parametrize(("patch", "needle"), [
+    ("*** Update File: a\n@@\n-a\n+b\n*** End Patch\n", "starts with '*** Begin Patch'"),
+    ("*** Begin Patch\n*** Update File: a\n@@\n-a\n+b\n", "ends with '*** End Patch'"),
+    ("*** Begin Patch\n*** Frobnicate File: a\n*** End Patch", "not a file header"),
+    ("*** Begin Patch\n*** Delete File: a\n+x\n*** End Patch", "a deleted file has no"),
+    ("*** Begin Patch\n*** Update File: \n*** End Patch", "names no file"),
+    ("*** Begin Patch\n*** End Patch", "names no file"),
+    # A bad diff in the last file: nothing at all is applied, the first file included.
+    ("*** Begin Patch\n*** Add File: first.txt\n+x\n*** Update File: a\n@@ -1 +1 @@\n"
+     "-a\n+b\n*** End Patch", "unified-diff hunk header"),
+])
+def test_a_malformed_patch_changes_nothing(patch: str, needle: str) -> None:
+    ws = _mem("oa-envelope-bad")
+    ws.write("a", "a\n")
+    report = apply_patch_text(ws, patch)
+    assert report.is_error and len(report.outputs) == 1 and needle in report.text, report.text
+    assert report.outputs[0].error is not None
+    assert report.outputs[0].error.code == "invalid_arguments"
+    assert ws.fs.cat_file("a") == b"a\n" and not ws.fs.exists("first.txt")
 
 
 # -- every backend -----------------------------------------------------------------------

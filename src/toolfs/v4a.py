@@ -551,3 +551,80 @@ def apply_diff(text: str, diff: str, mode: DiffMode = "default", *,
     hunks = parse_update(diff, path=path)
     newline = "\r\n" if "\r\n" in diff else "\n"
     return apply_update(text, hunks, path=path, diff_newline=newline).text
+
+
+# -- the envelope: several files in one patch --------------------------------------------
+
+BEGIN_PATCH = "*** Begin Patch"
+_FILE_HEADERS = ("*** Add File: ", "*** Delete File: ", "*** Update File: ")
+_MOVE_TO = "*** Move to: "
+
+
+@dataclass(frozen=True)
+class FileOperation:
+    """One file's part of a ``*** Begin Patch`` envelope, in the Responses API's terms."""
+
+    type: Literal["create_file", "update_file", "delete_file"]
+    path: str
+    diff: str | None
+    move_to: str | None = None
+    patch_line: int = 0
+    """1-based line of the envelope where this file's header is."""
+
+
+def parse_patch(patch: str) -> list[FileOperation]:
+    """The file operations of a whole patch (``*** Begin Patch`` ... ``*** End Patch``,
+    ``*** Add File:`` / ``*** Delete File:`` / ``*** Update File:`` [``*** Move to:``]),
+    in order; ``invalid_arguments`` naming the line for anything else. Each operation's
+    ``diff`` is its section's lines, to be parsed as any ``create_file`` or
+    ``update_file`` diff."""
+    _check_text(patch, None)
+    lines = diff_lines(patch)
+    first = next((i for i, s in enumerate(lines) if s.strip()), None)
+    last = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), None)
+    if first is None or last is None or lines[first].strip() != BEGIN_PATCH:
+        raise _bad_diff(f"a patch starts with '{BEGIN_PATCH}'", None, patch_line=1)
+    if last == first or lines[last].strip() != END_PATCH:
+        raise _bad_diff(f"a patch ends with '{END_PATCH}'", None, patch_line=last + 1)
+    ops: list[FileOperation] = []
+    i = first + 1
+    while i < last:
+        line = lines[i]
+        header = next((h for h in _FILE_HEADERS if line.startswith(h)), None)
+        if header is None:
+            if not line.strip():
+                i += 1
+                continue
+            raise _bad_diff(f"patch line {i + 1} ({_shown(line)!r}) is not a file header: "
+                            "each file starts with '*** Add File: ', '*** Delete File: ' or "
+                            "'*** Update File: ' and its path", None, patch_line=i + 1)
+        path = line[len(header):].strip()
+        if not path:
+            raise _bad_diff(f"patch line {i + 1} names no file", None, patch_line=i + 1)
+        start = i
+        i += 1
+        body_start = i
+        while i < last and not lines[i].startswith(_FILE_HEADERS):
+            i += 1
+        body = lines[body_start:i]
+        move_to = None
+        if header == "*** Update File: " and body and body[0].startswith(_MOVE_TO):
+            move_to = body[0][len(_MOVE_TO):].strip()
+            if not move_to:
+                raise _bad_diff(f"patch line {body_start + 1} names no file to move to",
+                                path, patch_line=body_start + 1)
+            body = body[1:]
+        if header == "*** Delete File: ":
+            if any(s.strip() for s in body):
+                raise _bad_diff(f"patch line {body_start + 1}: a deleted file has no lines",
+                                path, patch_line=body_start + 1)
+            ops.append(FileOperation("delete_file", path, None, patch_line=start + 1))
+        else:
+            kind: Literal["create_file", "update_file"] = (
+                "create_file" if header == "*** Add File: " else "update_file")
+            newline = "\r\n" if "\r\n" in patch else "\n"  # kept for the new lines' ending
+            ops.append(FileOperation(kind, path, newline.join(body) + newline if body else "",
+                                     move_to, patch_line=start + 1))
+    if not ops:
+        raise _bad_diff("the patch names no file", None, patch_line=first + 1)
+    return ops

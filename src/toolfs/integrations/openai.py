@@ -51,14 +51,15 @@ from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
 from toolfs.render import ToolOutput, render_output
 from toolfs.results import PatchResult
 from toolfs.text import decode
-from toolfs.v4a import apply_update, parse_create, parse_update
+from toolfs.v4a import apply_update, parse_create, parse_patch, parse_update
 from toolfs.workspace import AsyncWorkspace, Workspace
 
 if TYPE_CHECKING:
     from agents.editor import ApplyPatchResult
 
-__all__ = ["ApplyPatchEditor", "AsyncApplyPatchEditor", "PatchOperation", "apply_patch",
-           "apply_patch_async", "apply_patch_call_output", "handle_apply_patch_call"]
+__all__ = ["ApplyPatchEditor", "AsyncApplyPatchEditor", "PatchOperation", "PatchReport",
+           "apply_patch", "apply_patch_async", "apply_patch_call_output", "apply_patch_text",
+           "handle_apply_patch_call", "run_operation"]
 
 OperationType = Literal["create_file", "update_file", "delete_file"]
 _TYPES: tuple[OperationType, ...] = ("create_file", "update_file", "delete_file")
@@ -247,7 +248,7 @@ def run_operation(fs: PolicyFileSystem, op: PatchOperation, *,
 
 def _output(ws: Workspace, operation: Any, require_read: bool) -> ToolOutput:
     try:
-        op = PatchOperation.of(operation)
+        op = operation if isinstance(operation, PatchOperation) else PatchOperation.of(operation)
         result = ws._guarded(lambda fs, o: run_operation(fs, o, require_read=require_read), op)
     except FsError as err:
         return render_output(ws._masked(err), ws.max_output_chars)
@@ -290,6 +291,62 @@ def handle_apply_patch_call(ws: Workspace, call: Any, *,
                             require_read: bool = True) -> dict[str, Any]:
     """Apply an ``apply_patch_call`` item and return its ``apply_patch_call_output``."""
     return apply_patch_call_output(call, apply_patch(ws, call, require_read=require_read))
+
+
+# -- a whole patch (*** Begin Patch ... *** End Patch) -----------------------------------
+
+
+@dataclass(frozen=True)
+class PatchReport:
+    """What a whole patch did, file by file."""
+
+    outputs: tuple[ToolOutput, ...]
+    """One per file operation attempted, in patch order; only the last can be an error."""
+    skipped: tuple[str, ...]
+    """Files not attempted because an earlier one failed."""
+
+    @property
+    def is_error(self) -> bool:
+        return any(o.is_error for o in self.outputs)
+
+    @property
+    def text(self) -> str:
+        """The model's text: each file's line(s), then what was not applied."""
+        parts = [o.text for o in self.outputs]
+        if self.skipped:
+            parts.append("Not applied, because of the error above: " + ", ".join(self.skipped))
+        return "\n".join(parts)
+
+
+def apply_patch_text(ws: Workspace, patch: str, *, require_read: bool = True) -> PatchReport:
+    """Apply a whole patch (several files, Codex's ``apply_patch`` input) file by file.
+
+    The patch is parsed, and every file's diff checked, before anything is stored: a
+    malformed patch changes nothing. Each file is then one operation, as for
+    :func:`apply_patch` (one conditional write per file); there is no transaction across
+    files, so the first failure stops the patch and the report says which files landed
+    and which were not attempted.
+    """
+    try:
+        if not isinstance(patch, str):
+            raise _invalid("a patch must be a string")
+        ops = [PatchOperation(type=f.type, path=f.path, diff=f.diff, move_to=f.move_to)
+               for f in parse_patch(patch)]
+        for op in ops:
+            if op.diff is not None:
+                check = parse_create if op.type == "create_file" else parse_update
+                check(op.diff, path=op.path)
+    except FsError as err:
+        return PatchReport(outputs=(render_output(ws._masked(err), ws.max_output_chars),),
+                           skipped=())
+    outputs: list[ToolOutput] = []
+    for n, op in enumerate(ops):
+        out = _output(ws, op, require_read)
+        outputs.append(out)
+        if out.is_error:
+            return PatchReport(outputs=tuple(outputs),
+                               skipped=tuple(o.path for o in ops[n + 1:]))
+    return PatchReport(outputs=tuple(outputs), skipped=())
 
 
 # -- the Agents SDK -----------------------------------------------------------------------
