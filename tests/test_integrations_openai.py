@@ -468,6 +468,48 @@ def test_racing_patches_lose_no_reported_success(backend: Backend) -> None:
     assert final.count("<") == len(wins) and final.endswith("END\n")
 
 
+@pytest.mark.parametrize("backend", ["memory", "s3"], indirect=True)
+def test_one_context_parallel_patches_lose_no_reported_success(backend: Backend) -> None:
+    # A model sends several apply_patch calls at once; the async editor runs them in
+    # parallel on one context. Patches computed from one version cannot both land.
+    backend.put("f.txt", b"".join(b"slot %d\n" % i for i in range(8)))
+    aws = toolfs.AsyncWorkspace(backend.fs, root=backend.root, max_workers=8)
+    aws.sync.read("f.txt")
+    editor = AsyncApplyPatchEditor(aws)
+
+    async def all_at_once() -> list[ApplyPatchResult]:
+        return await asyncio.gather(*(editor.update_file(ApplyPatchOperation(
+            type="update_file", path="f.txt", diff=f"@@\n-slot {i}\n+SLOT {i}\n"))
+            for i in range(8)))
+
+    try:
+        results = asyncio.run(all_at_once())
+    finally:
+        aws.close()
+    final = backend.get("f.txt").decode()
+    won = [i for i, r in enumerate(results) if r.status == "completed"]
+    assert won and all((r.output or "").startswith("Error [stale]") for i, r in
+                       enumerate(results) if i not in won)
+    assert [i for i in won if f"SLOT {i}\n" not in final] == []
+    assert final.count("SLOT") == len(won)
+
+
+def test_deny_rules_and_read_only_refuse_before_anything_is_stored() -> None:
+    ws = toolfs.Workspace(f"memory://oa-deny-{uuid.uuid4().hex[:8]}", deny=[".env", "secret/**"])
+    ws.write("a.txt", "a\n")
+    ws.read("a.txt")
+    for op in ({"type": "create_file", "path": ".env", "diff": "+KEY=1"},
+               _update("a.txt", "@@\n-a\n+b\n", move_to="secret/a.txt")):
+        out = apply_patch(ws, op)
+        assert out.error is not None and out.error.code == "denied", out.text
+    assert ws.fs.cat_file("a.txt") == b"a\n" and ws.fs.find("") == ["a.txt"]
+    ro = ws.new_context(read_only=True)
+    ro.read("a.txt")
+    out = apply_patch(ro, _update("a.txt", "@@\n-a\n+b\n"))
+    assert out.error is not None and out.error.code == "denied"
+    assert "read-only" in out.text and ws.fs.cat_file("a.txt") == b"a\n"
+
+
 # -- the Agents SDK's Runner, scripted model --------------------------------------------
 
 
