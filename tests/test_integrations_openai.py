@@ -5,7 +5,12 @@ Agents SDK's ApplyPatchTool driven by its own Runner with a scripted model (no n
 from __future__ import annotations
 
 import asyncio
+import difflib
+import functools
+import pathlib
 import random
+import shutil
+import subprocess
 import threading
 import uuid
 from collections import Counter
@@ -206,6 +211,109 @@ def test_parse_update_keeps_chunks_in_order() -> None:
     assert hunk.anchors == ("def f():",) and hunk.old == ("a", "b", "c", "d")
     assert [(c.offset, c.deleted, c.inserted) for c in hunk.chunks] == [
         (1, ("b",), ("B",)), (3, ("d",), ("D",))]
+
+
+# -- real history: this repository's own commits, replayed as V4A patches -----------------
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def v4a_diff(old: str, new: str, context: int) -> str:
+    """A V4A diff from ``old`` to ``new`` (anchorless hunks with ``context`` lines each
+    side), over the SDK's model of a file (``split("\\n")``, so a change of the final
+    newline is expressed too)."""
+    a, b = old.split("\n"), new.split("\n")
+    out: list[str] = []
+    for group in difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(
+            context):
+        out.append("@@")
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                out += [" " + s for s in a[i1:i2]]
+                continue
+            out += ["-" + s for s in a[i1:i2]]
+            out += ["+" + s for s in b[j1:j2]]
+    return "\n".join(out) + "\n"
+
+
+def unique_diff(old: str, new: str) -> str:
+    """What a careful model does: more context until every hunk is located uniquely."""
+    for context in (3, 8, 30, 200):
+        diff = v4a_diff(old, new, context)
+        try:
+            apply_diff(old, diff)
+        except FsError as err:
+            if err.code != "ambiguous_match":
+                raise
+            continue
+        return diff
+    return v4a_diff(old, new, len(old))
+
+
+@functools.cache
+def history(limit: int) -> list[tuple[str, str, str]]:
+    """(path, old, new) of up to ``limit`` changes of Python files in this repository's
+    history, oldest first."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        return []
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True,
+                              text=True, check=True).stdout
+
+    try:
+        commits = git("log", "--reverse", "--format=%H", "--", "src/toolfs").split()
+    except subprocess.CalledProcessError:
+        return []
+    changes: list[tuple[str, str, str]] = []
+    for commit in commits[1:]:
+        for line in git("diff-tree", "--no-commit-id", "-r", "--name-status", commit,
+                        "--", "src/toolfs").splitlines():
+            status, _, path = line.partition("\t")
+            if status != "M" or not path.endswith(".py"):
+                continue
+            old, new = git("show", f"{commit}^:{path}"), git("show", f"{commit}:{path}")
+            changes.append((path, old, new))
+            if len(changes) >= limit:
+                return changes
+    return changes
+
+
+def _variants(text: str) -> dict[str, str]:
+    return {"lf": text, "crlf": text.replace("\n", "\r\n"), "no-final-newline": text[:-1]}
+
+
+def test_replayed_history_matches_the_target_bytes_and_the_sdk() -> None:
+    changes = history(120)
+    if len(changes) < 10:
+        pytest.skip("no git history to replay")
+    for path, old, new in changes:
+        diff = unique_diff(old, new)
+        assert apply_diff(old, diff) == new, path
+        assert sdk_apply_diff(old, diff) == new, path  # the generator speaks the SDK's V4A
+        for name, variant in _variants(old).items():
+            target = _variants(new)[name]
+            got = apply_diff(variant, v4a_diff(variant.replace("\r\n", "\n"),
+                                               target.replace("\r\n", "\n"), 200))
+            assert got == target, (path, name)
+
+
+def test_replayed_history_on_every_backend(backend: Backend) -> None:
+    changes = history(120)[::12]
+    if not changes:
+        pytest.skip("no git history to replay")
+    ws = backend.workspace()
+    bom = b"\xef\xbb\xbf"
+    for n, (_path, old, new) in enumerate(changes):
+        diff = unique_diff(old, new)
+        for name, encode in (("crlf", lambda t: t.replace("\n", "\r\n").encode()),
+                             ("bom", lambda t: bom + t.encode())):
+            rel = f"replay/{n}-{name}.py"
+            backend.put(rel, encode(old))
+            ws.read(rel)
+            out = _run(backend, ws, _update(rel, diff))
+            assert out.text == f"Updated {rel}", out.text
+            assert backend.get(rel) == encode(new), (rel, name)
 
 
 # -- the raw Responses API shape ----------------------------------------------------------
