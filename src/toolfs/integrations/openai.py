@@ -166,8 +166,9 @@ def _create(fs: PolicyFileSystem, op: PatchOperation) -> PatchResult:
         if err.code in ("stale", "not_observed"):  # a create-only put meets a file
             raise _exists(pending.path, "create_file") from err
         raise
+    lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
     return PatchResult(path=commit.path, action="created", version=commit.version,
-                       size=commit.size, added=len(text.split("\n")) if text else 0)
+                       size=commit.size, added=lines)
 
 
 def _update(fs: PolicyFileSystem, op: PatchOperation, require_read: bool) -> PatchResult:
@@ -217,9 +218,10 @@ def _move(fs: PolicyFileSystem, f: ObservedFile, op: PatchOperation,
             fs.rm_file(op.move_to, version=copy.version)
             err.message += f"; nothing was moved ({copy.path} was not kept)"
         except FsError as undo:
-            # Someone changed the copy already: it is theirs now, so it stays.
-            err.message += (f"; {copy.path} was created with the patched text and then "
-                            f"changed by someone else, so it was kept ({undo.code})")
+            # Someone changed or removed the copy already: what they did stands.
+            err.message += (f"; {copy.path} was created with the patched text, then changed "
+                            f"or removed by someone else, and was left as they made it "
+                            f"({undo.code})")
             err.details["copy_kept"] = copy.path
         err.args = (err.message,)
         raise
