@@ -378,8 +378,11 @@ def test_paths_leaving_the_root_are_refused_before_anything_is_stored(path: str)
     assert sorted(ws.fs.fs.find(f"/{root}")) == [f"/{root}/root/inside.txt"]
 
 
-def test_not_text_and_create_over_an_existing_file() -> None:
+def test_not_text_missing_files_and_create_over_an_existing_file() -> None:
     ws = _mem("oa-text")
+    out = apply_patch(ws, _update("nope.txt", "@@\n-a\n+b\n"))
+    assert out.text == ("Error [not_found]: nope.txt does not exist\n"
+                        "Check the path; make a new file with a create_file operation.")
     ws.fs.fs.pipe_file(ws.fs.resolve("bin.dat").backend_path, b"\xff\xfe a\n")
     ws.fs.cat_file("bin.dat")
     out = apply_patch(ws, _update("bin.dat", "@@\n- a\n+ b\n"))

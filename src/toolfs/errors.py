@@ -77,6 +77,8 @@ _ADVICE_BY_OPERATION: dict[tuple[str, Any], str] = {
                                         "the enclosing class or function.",
     ("invalid_arguments", "apply_patch"): "Fix the diff: hunks start with '@@'; each line "
                                           "starts with ' ' (context), '-' or '+'.",
+    ("not_found", "apply_patch"): "Check the path; make a new file with a create_file "
+                                  "operation.",
     ("invalid_arguments", "create_file"): "Read the file and change it with update_file, or "
                                           "delete it first.",
     ("invalid_arguments", "move_to"): "Choose a move_to that does not exist yet.",

@@ -253,6 +253,8 @@ def _output(ws: Workspace, operation: Any, require_read: bool) -> ToolOutput:
         op = operation if isinstance(operation, PatchOperation) else PatchOperation.of(operation)
         result = ws._guarded(lambda fs, o: run_operation(fs, o, require_read=require_read), op)
     except FsError as err:
+        # The advice names apply_patch's operations, not write/edit's arguments.
+        err.details.setdefault("operation", "apply_patch")
         return render_output(ws._masked(err), ws.max_output_chars)
     return render_output(result, ws.max_output_chars)
 
