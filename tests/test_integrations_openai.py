@@ -71,6 +71,8 @@ def _random_case(rng: random.Random) -> tuple[str, str]:
         deleted = lines[start:start + rng.randint(0, 2)]
         after = lines[start + len(deleted):start + len(deleted) + rng.randint(0, 2)]
         added = [f"new {rng.randint(0, 99)}" for _ in range(rng.randint(0, 2))] or ["added"]
+        if not (before or deleted or after):  # a hunk must say where it goes
+            after = lines[start:start + 1]
         # An anchor names a line above the context (one no earlier hunk has passed).
         anchored = first > pos and rng.random() < 0.3
         header = f"@@ {lines[first - 1]}" if anchored else "@@"
@@ -142,6 +144,41 @@ def test_repeated_lines_are_refused_unless_located_uniquely() -> None:
     # Later hunks bound the check: the first hunk's match is the only one before them.
     text = "a\nk\nb\nk\n"
     assert apply_diff(text, "@@\n a\n-k\n+K\n@@\n b\n-k\n+K\n") == "a\nK\nb\nK\n"
+
+
+def test_a_diff_applies_as_meant_or_not_at_all() -> None:
+    # Files of a few repeated lines, diffs with 0-3 context lines: the result is the
+    # target, or the diff is refused as ambiguous; never a write somewhere else.
+    rng = random.Random(5)
+    outcomes: Counter[str] = Counter()
+    for _ in range(1500):
+        old = [rng.choice("abc") for _ in range(rng.randint(1, 25))]
+        new = list(old)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randint(0, len(new))
+            if rng.random() < 0.5 and at < len(new):
+                del new[at]
+            else:
+                new.insert(at, rng.choice(["a", "b", "X", "Y"]))
+        old_text, new_text = "\n".join(old) + "\n", "\n".join(new) + "\n"
+        if old_text == new_text:
+            continue
+        diff = v4a_diff(old_text, new_text, rng.randint(0, 3))
+        try:
+            assert apply_diff(old_text, diff) == new_text, (old_text, diff)
+            outcomes["applied"] += 1
+        except FsError as err:
+            assert err.code == "ambiguous_match", (old_text, diff, err)
+            outcomes["refused"] += 1
+    assert outcomes["applied"] > 300 and outcomes["refused"] > 300, outcomes
+
+
+def test_added_lines_need_a_place() -> None:
+    err = _err("a\nb\n", "@@\n+x\n")
+    assert err.code == "ambiguous_match" and "neither context nor" in err.message
+    assert apply_diff("a\nb\n", "@@ a\n+x\n") == "a\nx\nb\n"
+    assert apply_diff("a\nb\n", "@@\n+x\n*** End of File\n") == "a\nb\nx\n"
+    assert apply_diff("", "@@\n+x\n+y\n") == "x\ny\n" == sdk_apply_diff("", "@@\n+x\n+y\n")
 
 
 def test_no_match_names_the_hunk_and_the_near_miss() -> None:

@@ -21,7 +21,8 @@ would guess:
   the error as a hint);
 * a hunk without an anchor must be located uniquely: if its context also occurs later,
   before the next hunk (or the end of the file), it is ``ambiguous_match``; a hunk with
-  an anchor takes the first match after its anchor, which is what ``@@`` asks for;
+  an anchor takes the first match after its anchor, which is what ``@@`` asks for; a
+  hunk of added lines only needs an anchor (or ``*** End of File``, or an empty file);
 * an anchor that is not found, a header with line numbers (unified diff), a line with
   no ``' '``/``'-'``/``'+'`` prefix, or anything after the patch are errors, never
   skipped.
@@ -437,6 +438,15 @@ def _ambiguous(hunk: Hunk, first: int, again: list[int], cursor: int,
         details=_hunk_details(hunk, cursor, lines=[first + 1, *[p + 1 for p in again]]))
 
 
+def _unlocated(hunk: Hunk, cursor: int, path: str | None) -> FsError:
+    return fs_error(
+        "ambiguous_match",
+        f"{_name(hunk)} only adds lines and has neither context nor an '@@ <line>' anchor, "
+        "so nothing says where they go; add the lines around the insertion point as "
+        "context (' ' lines), or end the hunk with '*** End of File' to append",
+        path=path, details=_hunk_details(hunk, cursor))
+
+
 def _locate(lines: _Lines, hunks: Sequence[Hunk], path: str | None) -> list[int]:
     """The index, in ``lines``, where each hunk's ``old`` lines start."""
     seq = lines.seq
@@ -463,6 +473,10 @@ def _locate(lines: _Lines, hunks: Sequence[Hunk], path: str | None) -> list[int]
                 raise _no_match(lines, hunk, cursor, n, path)
             pos = at
         elif not hunk.old:
+            # Only added lines: an anchor says where, or the file is empty; otherwise
+            # nothing in the diff locates them (the SDK would put them at its cursor).
+            if not hunk.anchors and not (hunk.number == 1 and lines.contents == [""]):
+                raise _unlocated(hunk, cursor, path)
             pos = cursor
         else:
             pos = _first(seq, lines.pattern(hunk.old), cursor, n)
