@@ -17,7 +17,7 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "toolfs"
 
 CORE = ("toolfs.errors", "toolfs.results", "toolfs.render", "toolfs.text", "toolfs.versions",
-        "toolfs.escaping", "toolfs.redact", "toolfs.schemas", "toolfs.tools",
+        "toolfs.escaping", "toolfs.redact", "toolfs.v4a", "toolfs.schemas", "toolfs.tools",
         "toolfs.tools_discovery", "toolfs.discovery",
         "toolfs.backends", "toolfs.policy")
 ABOVE_THE_CORE = ("toolfs.display", "toolfs.workspace", "toolfs.integrations")

@@ -32,6 +32,7 @@ from toolfs.results import (
     GlobResult,
     GrepResult,
     ListResult,
+    PatchResult,
     ReadResult,
     ToolResult,
 )
@@ -168,6 +169,8 @@ def result_markdown(result: ToolResult) -> str:
         where = f" {md_code(result.path)}" if isinstance(result, ListResult) else ""
         return (f"**{tool}**{where} · {md_text(summary)}\n\n"
                 + _fence(escape_undecodable(render_result(result))))
+    if isinstance(result, PatchResult):
+        return f"**apply_patch** · {md_text(render_result(result))}"
     path, version = md_code(result.path), md_code(result.version.short)
     if isinstance(result, ReadResult):
         return f"**read** {path} · version {version}\n\n" + _fence(render_read(result))
@@ -246,6 +249,8 @@ def result_html(result: ToolResult) -> str:
         where = f" {_hcode(result.path)}" if isinstance(result, ListResult) else ""
         return (f"<p><strong>{tool}</strong>{where} · {_h(summary)}</p>"
                 + _pre(render_result(result)))
+    if isinstance(result, PatchResult):
+        return f"<p><strong>apply_patch</strong> · {_h(render_result(result))}</p>"
     path, version = _hcode(result.path), _hcode(result.version.short)
     if isinstance(result, ReadResult):
         return (f"<p><strong>read</strong> {path} · version {version}</p>"

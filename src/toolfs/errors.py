@@ -70,6 +70,18 @@ ADVICE: dict[str, str] = {
 _ADVICE_BY_OPERATION: dict[tuple[str, Any], str] = {
     ("too_large", "write"): "Write less content: split it into several smaller files.",
     ("not_a_file", "ls"): "Give the path of a directory; use read for a file.",
+    # apply_patch (V4A diffs): the model fixes a diff, not old_string.
+    ("no_match", "apply_patch"): "Read the file again and copy the context and '-' lines "
+                                 "exactly, including whitespace, in file order.",
+    ("ambiguous_match", "apply_patch"): "Add context lines, or an '@@ <line>' header naming "
+                                        "the enclosing class or function.",
+    ("invalid_arguments", "apply_patch"): "Fix the diff: hunks start with '@@'; each line "
+                                          "starts with ' ' (context), '-' or '+'.",
+    ("not_found", "apply_patch"): "Check the path; make a new file with a create_file "
+                                  "operation.",
+    ("invalid_arguments", "create_file"): "Read the file and change it with update_file, or "
+                                          "delete it first.",
+    ("invalid_arguments", "move_to"): "Choose a move_to that does not exist yet.",
 }
 
 

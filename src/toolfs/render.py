@@ -23,6 +23,7 @@ from toolfs.results import (
     GrepMatch,
     GrepResult,
     ListResult,
+    PatchResult,
     ReadResult,
     ToolResult,
     WriteResult,
@@ -31,7 +32,7 @@ from toolfs.results import (
 __all__ = ["MAX_LINE_CHARS", "MAX_OUTPUT_CHARS", "MIN_OUTPUT_CHARS", "bound_text",
            "check_output_budget", "number_line", "render_edit", "render_error",
            "render_glob", "render_grep", "render_ls",
-           "render_output", "render_read", "render_result", "render_write",
+           "render_output", "render_patch", "render_read", "render_result", "render_write",
            "structured_content"]
 MIN_OUTPUT_CHARS = 1_000
 """The smallest budget accepted: one cut line and a footer always fit."""
@@ -369,7 +370,23 @@ def render_result(r: ToolResult, max_chars: int = MAX_OUTPUT_CHARS) -> str:
         return render_grep(r, max_chars)
     if isinstance(r, ListResult):
         return render_ls(r, max_chars)
+    if isinstance(r, PatchResult):
+        return render_patch(r, max_chars)
     return render_edit(r, max_chars)
+
+
+def render_patch(r: PatchResult, max_chars: int = MAX_OUTPUT_CHARS) -> str:
+    """The Agents SDK's own result strings (``Created x``, ``Updated x``, ``Deleted x``,
+    ``Updated x\nMoved x to y``): the texts apply_patch models were trained on."""
+    limit = _Limits(max_chars).path
+    path = _clip(r.path, limit)
+    if r.action == "deleted":
+        return f"Deleted {path}"
+    if r.action == "created":
+        return f"Created {path}"
+    if r.moved_to is not None:
+        return f"Updated {path}\nMoved {path} to {_clip(r.moved_to, limit)}"
+    return f"Updated {path}"
 
 
 # -- errors -------------------------------------------------------------------------

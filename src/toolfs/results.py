@@ -159,8 +159,28 @@ class ListResult(_Result):
     """True when the directory has more entries than the result holds (the ls cap)."""
 
 
+class PatchResult(_Result):
+    """What one ``apply_patch`` operation did (:mod:`toolfs.integrations.openai`)."""
+
+    path: str
+    """Display path of the file the operation named."""
+    action: Literal["created", "updated", "deleted"]
+    version: FileVersion | None
+    """Version of the bytes stored (``None`` after a delete)."""
+    size: int | None
+    """Bytes stored (``None`` after a delete)."""
+    moved_to: str | None = None
+    """Where an update moved the file (``version`` and ``size`` are those of that file)."""
+    hunks: int = 0
+    """Hunks of the diff applied (an update)."""
+    added: int = 0
+    """Lines added."""
+    removed: int = 0
+    """Lines removed."""
+
+
 ToolResult = (ReadResult | WriteResult | EditResult | GlobResult | GrepResult
-              | ListResult)
+              | ListResult | PatchResult)
 
 MAX_OUTPUT_CHARS = 100_000
 """Default character budget of what one tool call sends the model (about 25k tokens)."""

@@ -536,12 +536,19 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         self.cp_file(path1, path2)
         self.rm_file(path1)
 
-    def rm_file(self, path: str) -> None:
-        """Delete a file; needs a fresh observation, like an update."""
+    def rm_file(self, path: str, *, version: FileVersion | None = None) -> None:
+        """Delete a file; needs a fresh observation, like an update.
+
+        With ``version``, delete only if the file is at exactly that version (one this
+        context read or wrote: a :class:`Commit`'s, an :class:`ObservedFile`'s), whatever
+        the ledger says now -- how a move undoes its copy without touching a newer one.
+        """
         target = self._writable(path, "delete")
         obs = self.ledger.get(target.backend_path)
         mode: Update | Overwrite
-        if self.policy is None:
+        if version is not None:
+            mode = Update(version)
+        elif self.policy is None:
             mode = Overwrite()
         elif obs is None or obs.version is None:
             err = fs_error("not_observed", f"read {target.display} before deleting it",
@@ -549,6 +556,11 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             raise self._fail(err, target, "delete")
         else:
             mode = Update(obs.version)
+        self._delete(target, mode)
+
+    def _delete(self, target: Target, mode: Update | Overwrite) -> None:
+        """Remove the file on condition ``mode``; the one place every delete goes through."""
+        self._check_writable(target, "delete")
         before = mode.expected if isinstance(mode, Update) else None
         self._before("fs/write-intent", "delete", target, before=before)
         with self._commit_locks[hash(target.backend_path) % _COMMIT_STRIPES]:
@@ -813,6 +825,11 @@ class ObservedFile(io.RawIOBase):
         ``version`` (else ``stale``), whatever the policy. This is how an edit lands: the
         condition is the version its bytes were computed from, not a later ledger entry."""
         return self._owner._commit(self._target, bytes(data), Update(self.version), operation)
+
+    def delete(self) -> None:
+        """Delete the file only if it is still at ``version`` (else ``stale``), whatever
+        the policy: the second half of a move whose copy was made from these bytes."""
+        self._owner._delete(self._target, Update(self.version))
 
     @property
     def block_size(self) -> int:

@@ -1,0 +1,415 @@
+"""OpenAI's ``apply_patch`` tool, stored by toolfs (extra ``openai``).
+
+GPT-5-class models edit files with ``apply_patch``: each call is one operation,
+``create_file``, ``update_file`` (a V4A diff, optionally ``move_to``) or ``delete_file``.
+The developer applies it. Here it lands on a :class:`toolfs.Workspace`, on any backend,
+with the same policy as ``edit``:
+
+* ``ApplyPatchEditor(ws)``: the Agents SDK's ``ApplyPatchEditor`` protocol, for
+  ``ApplyPatchTool(editor=ApplyPatchEditor(ws))``; ``AsyncApplyPatchEditor(aws)`` for an
+  :class:`toolfs.AsyncWorkspace` (the SDK awaits what the editor returns).
+* ``apply_patch(ws, operation)`` for a raw Responses API ``apply_patch_call`` (its
+  ``operation``, or the call item itself), returning a :class:`toolfs.ToolOutput`;
+  :func:`apply_patch_call_output` builds the ``apply_patch_call_output`` input item.
+
+Rules (see docs/integrations.md):
+
+* **update_file** applies the diff (:mod:`toolfs.v4a`: exact context, every hunk located
+  uniquely) to the bytes this context observed, and commits them through that same
+  :class:`~toolfs.policy.filesystem.ObservedFile`: the write lands only on the version the
+  diff was applied to, so a change made since gives ``stale``, never a lost update. All
+  hunks are applied in memory and stored in one conditional write; a diff that does not
+  apply stores nothing. By default the file must have been read in this context, as for
+  ``edit`` (``not_observed`` otherwise). ``require_read=False`` lets a patch's own read be
+  the observation, for agents that read files through another channel (a shell): the
+  file is read through the policy at patch time (an ``fs/read`` event, deny rules), the
+  context lines must match those bytes exactly, and the write is conditional on them.
+  A file read earlier in the context is always patched on the version read then.
+* ``move_to`` is a conditional rename: the patched bytes are created at the destination
+  (create-only: an existing destination is refused), then the source is deleted only if
+  it is still at the version the bytes came from; if that fails, the new copy is deleted
+  again, on the version just created (never a file someone else wrote since).
+* **create_file** is create-only (as the Agents SDK's own editor): an existing file is
+  refused; change it with ``update_file``. The text is the ``+`` lines, joined as the SDK
+  joins them (no final newline unless the diff ends with an empty ``+`` line).
+* **delete_file** is conditional on the version this context observed
+  (``PolicyFileSystem.rm_file``): ``not_observed`` if never read, ``stale`` if changed.
+
+Result texts are the Agents SDK's (``Created x``, ``Updated x``, ``Deleted x``,
+``Updated x\\nMoved x to y``); errors are toolfs's (``Error [code] (path): message`` and
+what to do next).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from toolfs.errors import FsError, fs_error
+from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
+from toolfs.render import ToolOutput, render_output
+from toolfs.results import PatchResult
+from toolfs.text import decode
+from toolfs.v4a import apply_update, parse_create, parse_patch, parse_update
+from toolfs.workspace import AsyncWorkspace, Workspace
+
+if TYPE_CHECKING:
+    from agents.editor import ApplyPatchResult
+
+__all__ = ["ApplyPatchEditor", "AsyncApplyPatchEditor", "PatchOperation", "PatchReport",
+           "apply_patch", "apply_patch_async", "apply_patch_call_output", "apply_patch_text",
+           "handle_apply_patch_call", "run_operation"]
+
+OperationType = Literal["create_file", "update_file", "delete_file"]
+_TYPES: tuple[OperationType, ...] = ("create_file", "update_file", "delete_file")
+_FIELDS = ("type", "path", "diff", "move_to")
+
+
+@dataclass(frozen=True)
+class PatchOperation:
+    """One apply_patch operation, validated."""
+
+    type: OperationType
+    path: str
+    diff: str | None = None
+    move_to: str | None = None
+
+    @classmethod
+    def of(cls, value: Any) -> PatchOperation:
+        """From a Responses API operation (dict or the openai SDK's model), the Agents
+        SDK's ``ApplyPatchOperation``, or a whole ``apply_patch_call`` item (its
+        ``operation`` is taken); ``invalid_arguments`` for anything else."""
+        fields = _fields(value)
+        if fields.get("type") == "apply_patch_call" and "operation" in fields:
+            fields = _fields(fields["operation"])
+        unknown = [k for k in fields if k not in _FIELDS]
+        if unknown:
+            raise _invalid(f"unknown operation field {str(unknown[0])[:50]!r} (the fields "
+                           f"are {', '.join(_FIELDS)})")
+        kind = fields.get("type")
+        if kind not in _TYPES:
+            raise _invalid(f"operation type must be one of {', '.join(_TYPES)}, not "
+                           f"{str(kind)[:50]!r}")
+        path = fields.get("path")
+        if not isinstance(path, str) or not path.strip():
+            raise _invalid("operation path must be a non-empty string")
+        diff = fields.get("diff")
+        if kind == "delete_file":
+            diff = None  # a delete carries no diff; one sent anyway changes nothing
+        elif not isinstance(diff, str):
+            raise _invalid(f"a {kind} operation needs its diff (a string)", path)
+        move_to = fields.get("move_to")
+        if move_to is not None:
+            if kind != "update_file":
+                raise _invalid(f"move_to applies to update_file only, not {kind}", path)
+            if not isinstance(move_to, str) or not move_to.strip():
+                raise _invalid("move_to must be a non-empty string", path)
+        return cls(type=kind, path=path, diff=diff, move_to=move_to)
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        return {str(k): v for k, v in value.items()}
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):  # the openai SDK's pydantic models
+        return {k: v for k, v in dump(exclude_none=True).items()}
+    if all(hasattr(value, name) for name in ("type", "path")):  # agents' ApplyPatchOperation
+        return {name: getattr(value, name) for name in _FIELDS
+                if getattr(value, name, None) is not None}
+    raise _invalid(f"an apply_patch operation must be an object, not {type(value).__name__}")
+
+
+def _invalid(message: str, path: str | None = None) -> FsError:
+    return fs_error("invalid_arguments", message, path=path,
+                    details={"operation": "apply_patch"})
+
+
+def _exists(display: str, what: Literal["create_file", "move_to"]) -> FsError:
+    if what == "create_file":
+        message = (f"apply_patch cannot create {display} because it already exists. Use an "
+                   "update_file operation to change an existing file.")
+    else:
+        message = (f"cannot move to {display}: it already exists, and a move never replaces "
+                   "a file; choose another move_to, or delete that file first.")
+    return fs_error("invalid_arguments", message, path=display,
+                    details={"operation": what, "exists": True})
+
+
+# -- the operations over the policy filesystem -----------------------------------------
+
+
+def _open_for_patch(fs: PolicyFileSystem, path: str, require_read: bool) -> ObservedFile:
+    """The bytes the diff applies to, and the handle that commits on their version."""
+    if not require_read and fs.policy is not None:
+        target = fs.resolve(path)
+        if fs.ledger.get(target.backend_path) is None:
+            # Never observed: the patch's own read is the observation (recorded, through
+            # the policy), and its context lines must match these bytes exactly.
+            f = fs.open_observed(path)
+            if not f.complete:
+                raise fs_error("too_large", f"{f.path} is {f.size} bytes, over the "
+                               f"{fs.size_cap}-byte cap for whole-file edits and writes",
+                               path=f.path, details={"size": f.size, "cap": fs.size_cap})
+            return f
+    return fs.open_for_edit(path)
+
+
+def _create(fs: PolicyFileSystem, op: PatchOperation) -> PatchResult:
+    display = fs.resolve(op.path).display
+    assert op.diff is not None
+    text = parse_create(op.diff, path=display)
+    pending = fs.prepare_write(op.path, operation="write", create_only=True)
+    try:
+        commit = pending.commit(text.encode("utf-8"))
+    except FsError as err:
+        if err.code in ("stale", "not_observed"):  # a create-only put meets a file
+            raise _exists(pending.path, "create_file") from err
+        raise
+    lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    return PatchResult(path=commit.path, action="created", version=commit.version,
+                       size=commit.size, added=lines)
+
+
+def _update(fs: PolicyFileSystem, op: PatchOperation, require_read: bool) -> PatchResult:
+    source = fs.resolve(op.path)
+    dest = fs.resolve(op.move_to) if op.move_to is not None else None
+    assert op.diff is not None
+    # A malformed diff is refused before any request.
+    hunks = parse_update(op.diff, path=source.display)
+    f = _open_for_patch(fs, op.path, require_read)
+    doc = decode(f.read(), f.path)
+    try:
+        outcome = apply_update(doc.text, hunks, path=f.path,
+                               diff_newline="\r\n" if "\r\n" in op.diff else "\n")
+    except FsError:
+        # The model wrote the diff from what it read; if that is outdated, "read it
+        # again" is the useful answer, not "no match".
+        if f.cached:
+            f.verify()
+        raise
+    data = doc.encode(outcome.text)
+    if dest is None or dest.backend_path == source.backend_path:
+        commit = f.commit(data, operation="edit")
+        return PatchResult(path=commit.path, action="updated", version=commit.version,
+                           size=commit.size, hunks=outcome.hunks, added=outcome.added,
+                           removed=outcome.removed)
+    moved = _move(fs, f, op, data)
+    return moved.model_copy(update={"hunks": outcome.hunks, "added": outcome.added,
+                                    "removed": outcome.removed})
+
+
+def _move(fs: PolicyFileSystem, f: ObservedFile, op: PatchOperation,
+          data: bytes) -> PatchResult:
+    """Create the destination from the patched bytes, then delete the source on the
+    version those bytes came from; undo the copy (conditionally) if that fails."""
+    assert op.move_to is not None
+    pending = fs.prepare_write(op.move_to, operation="write", create_only=True)
+    try:
+        copy = pending.commit(data)
+    except FsError as err:
+        if err.code in ("stale", "not_observed"):
+            raise _exists(pending.path, "move_to") from err
+        raise
+    try:
+        f.delete()
+    except FsError as err:
+        try:
+            fs.rm_file(op.move_to, version=copy.version)
+            err.message += f"; nothing was moved ({copy.path} was not kept)"
+        except FsError as undo:
+            # Someone changed or removed the copy already: what they did stands.
+            err.message += (f"; {copy.path} was created with the patched text, then changed "
+                            f"or removed by someone else, and was left as they made it "
+                            f"({undo.code})")
+            err.details["copy_kept"] = copy.path
+        err.args = (err.message,)
+        raise
+    return PatchResult(path=f.path, action="updated", version=copy.version, size=copy.size,
+                       moved_to=copy.path)
+
+
+def _delete(fs: PolicyFileSystem, op: PatchOperation) -> PatchResult:
+    target = fs.resolve(op.path)
+    fs.rm_file(op.path)
+    return PatchResult(path=target.display, action="deleted", version=None, size=None)
+
+
+def run_operation(fs: PolicyFileSystem, op: PatchOperation, *,
+                  require_read: bool = True) -> PatchResult:
+    """Apply one operation on a policy filesystem; raises :class:`FsError`."""
+    if op.type == "create_file":
+        return _create(fs, op)
+    if op.type == "update_file":
+        return _update(fs, op, require_read)
+    return _delete(fs, op)
+
+
+# -- raw Responses API --------------------------------------------------------------------
+
+
+def _output(ws: Workspace, operation: Any, require_read: bool) -> ToolOutput:
+    try:
+        op = operation if isinstance(operation, PatchOperation) else PatchOperation.of(operation)
+        result = ws._guarded(lambda fs, o: run_operation(fs, o, require_read=require_read), op)
+    except FsError as err:
+        # The advice names apply_patch's operations, not write/edit's arguments.
+        err.details.setdefault("operation", "apply_patch")
+        return render_output(ws._masked(err), ws.max_output_chars)
+    return render_output(result, ws.max_output_chars)
+
+
+def apply_patch(ws: Workspace, operation: Any, *, require_read: bool = True) -> ToolOutput:
+    """Apply a Responses API ``apply_patch_call``'s operation (``{"type", "path",
+    "diff", "move_to"?}``, or the call item itself). Never raises for tool errors or bad
+    input: ``.text`` is what the model reads, ``.is_error`` says it failed."""
+    return _output(ws, operation, require_read)
+
+
+async def apply_patch_async(ws: AsyncWorkspace, operation: Any, *,
+                            require_read: bool = True) -> ToolOutput:
+    """:func:`apply_patch` on an :class:`~toolfs.AsyncWorkspace`'s worker threads."""
+    return await ws._run(_output, ws.sync, operation, require_read)
+
+
+def apply_patch_call_output(call: Any, output: ToolOutput) -> dict[str, Any]:
+    """The ``apply_patch_call_output`` input item answering ``call`` (an
+    ``apply_patch_call`` item: dict or the openai SDK's ``ResponseApplyPatchToolCall``):
+    ``{"type", "call_id", "status": "completed" | "failed", "output"}``, plus the call's
+    ``caller`` when it has one (as the Agents SDK copies it)."""
+    fields = _fields(call)
+    call_id = fields.get("call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise _invalid("the apply_patch_call has no call_id")
+    item: dict[str, Any] = {"type": "apply_patch_call_output", "call_id": call_id,
+                            "status": "failed" if output.is_error else "completed",
+                            "output": output.text}
+    caller = fields.get("caller")
+    if caller is not None:
+        dump = getattr(caller, "model_dump", None)
+        item["caller"] = dump(mode="json", exclude_none=True) if callable(dump) else caller
+    return item
+
+
+def handle_apply_patch_call(ws: Workspace, call: Any, *,
+                            require_read: bool = True) -> dict[str, Any]:
+    """Apply an ``apply_patch_call`` item and return its ``apply_patch_call_output``."""
+    return apply_patch_call_output(call, apply_patch(ws, call, require_read=require_read))
+
+
+# -- a whole patch (*** Begin Patch ... *** End Patch) -----------------------------------
+
+
+@dataclass(frozen=True)
+class PatchReport:
+    """What a whole patch did, file by file."""
+
+    outputs: tuple[ToolOutput, ...]
+    """One per file operation attempted, in patch order; only the last can be an error."""
+    skipped: tuple[str, ...]
+    """Files not attempted because an earlier one failed."""
+
+    @property
+    def is_error(self) -> bool:
+        return any(o.is_error for o in self.outputs)
+
+    @property
+    def text(self) -> str:
+        """The model's text: each file's line(s), then what was not applied."""
+        parts = [o.text for o in self.outputs]
+        if self.skipped:
+            parts.append("Not applied, because of the error above: " + ", ".join(self.skipped))
+        return "\n".join(parts)
+
+
+def apply_patch_text(ws: Workspace, patch: str, *, require_read: bool = True) -> PatchReport:
+    """Apply a whole patch (several files, Codex's ``apply_patch`` input) file by file.
+
+    The patch is parsed, and every file's diff checked, before anything is stored: a
+    malformed patch changes nothing. Each file is then one operation, as for
+    :func:`apply_patch` (one conditional write per file); there is no transaction across
+    files, so the first failure stops the patch and the report says which files landed
+    and which were not attempted.
+    """
+    try:
+        if not isinstance(patch, str):
+            raise _invalid("a patch must be a string")
+        ops = [PatchOperation(type=f.type, path=f.path, diff=f.diff, move_to=f.move_to)
+               for f in parse_patch(patch)]
+        for op in ops:
+            if op.diff is not None:
+                check = parse_create if op.type == "create_file" else parse_update
+                check(op.diff, path=op.path)
+    except FsError as err:
+        return PatchReport(outputs=(render_output(ws._masked(err), ws.max_output_chars),),
+                           skipped=())
+    outputs: list[ToolOutput] = []
+    for n, op in enumerate(ops):
+        out = _output(ws, op, require_read)
+        outputs.append(out)
+        if out.is_error:
+            return PatchReport(outputs=tuple(outputs),
+                               skipped=tuple(o.path for o in ops[n + 1:]))
+    return PatchReport(outputs=tuple(outputs), skipped=())
+
+
+# -- the Agents SDK -----------------------------------------------------------------------
+
+
+def _result(output: ToolOutput) -> ApplyPatchResult:
+    from agents.editor import ApplyPatchResult
+
+    return ApplyPatchResult(status="failed" if output.is_error else "completed",
+                            output=output.text)
+
+
+class ApplyPatchEditor:
+    """The Agents SDK's ``ApplyPatchEditor`` over a :class:`toolfs.Workspace`::
+
+        agent = Agent(..., tools=[ApplyPatchTool(editor=ApplyPatchEditor(ws))])
+
+    Each method takes the SDK's ``ApplyPatchOperation`` and returns its
+    ``ApplyPatchResult`` (``status`` ``"failed"`` with toolfs's error text when the
+    operation was refused; it never raises for tool errors). ``require_read``: see the
+    module docstring. The methods block: in an async server prefer
+    :class:`AsyncApplyPatchEditor`.
+    """
+
+    def __init__(self, ws: Workspace, *, require_read: bool = True) -> None:
+        self.ws = ws
+        self.require_read = require_read
+
+    def _apply(self, operation: Any, kind: OperationType) -> ApplyPatchResult:
+        fields = {**_fields(operation), "type": kind}
+        return _result(apply_patch(self.ws, fields, require_read=self.require_read))
+
+    def create_file(self, operation: Any) -> ApplyPatchResult:
+        """Create a file from a ``+``-lines diff (create-only)."""
+        return self._apply(operation, "create_file")
+
+    def update_file(self, operation: Any) -> ApplyPatchResult:
+        """Apply a V4A diff (and ``move_to``) on the version this context observed."""
+        return self._apply(operation, "update_file")
+
+    def delete_file(self, operation: Any) -> ApplyPatchResult:
+        """Delete a file, on the version this context observed."""
+        return self._apply(operation, "delete_file")
+
+
+class AsyncApplyPatchEditor:
+    """:class:`ApplyPatchEditor` for an :class:`toolfs.AsyncWorkspace`: coroutine methods
+    (the Agents SDK awaits them), run on the workspace's worker threads so the event loop
+    is never blocked."""
+
+    def __init__(self, ws: AsyncWorkspace, *, require_read: bool = True) -> None:
+        self.ws = ws
+        self._sync = ApplyPatchEditor(ws.sync, require_read=require_read)
+
+    async def create_file(self, operation: Any) -> ApplyPatchResult:
+        return await self.ws._run(self._sync.create_file, operation)
+
+    async def update_file(self, operation: Any) -> ApplyPatchResult:
+        return await self.ws._run(self._sync.update_file, operation)
+
+    async def delete_file(self, operation: Any) -> ApplyPatchResult:
+        return await self.ws._run(self._sync.delete_file, operation)

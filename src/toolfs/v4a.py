@@ -1,0 +1,644 @@
+"""V4A diffs, the format of OpenAI's ``apply_patch`` tool: parse and apply, no I/O.
+
+A V4A update diff is a sequence of hunks::
+
+    @@ class Greeter            <- optional anchors ("@@ <a line of the file>"), may stack
+    @@     def greet(self):
+         name = "world"         <- context (" "), deleted ("-") and added ("+") lines
+    -    print("Hi")
+    +    print("Hello", name)
+    *** End of File             <- optional: the hunk's context ends the file
+
+A created file's diff holds only ``+`` lines. The semantics follow the Agents SDK's
+``agents.apply_diff`` wherever V4A leaves a point open (a created file has no final
+newline unless the diff ends with an empty ``+`` line; a diff can add or remove the
+final newline with an empty ``+``/``-`` line after the last line; an anchor already
+passed by an earlier hunk does not move the search), and are stricter wherever the SDK
+would guess:
+
+* context is matched **exactly**, on the LF-normalised text (the SDK falls back to
+  whitespace-insensitive matches and writes there; here such a match is only named in
+  the error as a hint);
+* a hunk without an anchor must be located uniquely: if its context also occurs later,
+  before the next hunk (or the end of the file), it is ``ambiguous_match``; a hunk with
+  an anchor takes the first match after its anchor, which is what ``@@`` asks for; a
+  hunk of added lines only needs an anchor (or ``*** End of File``, or an empty file);
+* an anchor that is not found, a header with line numbers (unified diff), a line with
+  no ``' '``/``'-'``/``'+'`` prefix, or anything after the patch are errors, never
+  skipped.
+
+Bytes: matching happens on lines without their terminators, and only the lines a hunk
+deletes or adds change; every other line keeps its bytes (CRLF, LF, a lone ``\\r`` in a
+line). Added lines take the line ending of the lines they replace or follow (the file's
+dominant one otherwise, the diff's in a file without any newline). A BOM is the
+caller's business (:class:`toolfs.text.Document`): this module sees text without it.
+
+Cost: O(file + diff). Lines are interned to integers once and every search is a
+Knuth-Morris-Pratt scan over those integers; hunks are located left to right, each scan
+starting where the previous hunk ended, and the uniqueness check of a hunk covers only
+the stretch up to the next hunk, so the scans add up to one pass over the file.
+Messages and details are bounded (a few context lines, each clipped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from toolfs.errors import FsError, fs_error
+
+END_OF_FILE = "*** End of File"
+END_PATCH = "*** End Patch"
+MAX_SHOWN_LINES = 5
+"""Lines of a hunk's context an error message quotes."""
+MAX_SHOWN_CHARS = 200
+"""Characters of each quoted line."""
+MAX_HINT_LINES = 10
+"""Line numbers a hint names."""
+
+DiffMode = Literal["default", "create"]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One run of deletions and additions inside a hunk."""
+
+    offset: int
+    """Index, within the hunk's ``old`` lines, of the first deleted line (or of the line
+    the additions go before)."""
+    deleted: tuple[str, ...]
+    inserted: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One ``@@`` section of an update diff."""
+
+    number: int
+    """1-based position in the diff."""
+    diff_line: int
+    """1-based line of the diff the hunk starts on."""
+    anchors: tuple[str, ...]
+    """The ``@@ <line>`` headers, outermost first (bare ``@@`` lines are not kept)."""
+    old: tuple[str, ...]
+    """Context and deleted lines, in file order: what must match the file."""
+    chunks: tuple[Chunk, ...]
+    eof: bool
+    """The hunk ended with ``*** End of File``: ``old`` must end the file."""
+
+
+@dataclass(frozen=True)
+class PatchOutcome:
+    """The patched text and what changed."""
+
+    text: str
+    hunks: int
+    added: int
+    """Lines added."""
+    removed: int
+    """Lines removed."""
+    first_line: int | None
+    """1-based line, in the new text, of the first changed line (``None``: no change)."""
+
+
+# -- parsing ----------------------------------------------------------------------------
+
+
+def diff_lines(diff: str) -> list[str]:
+    """The diff's lines without terminators (``\\r\\n`` or ``\\n``), as the SDK splits
+    them: trailing ``\\r`` removed, no phantom line after a final newline."""
+    lines = [line.rstrip("\r") for line in diff.split("\n")]
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _shown(line: str) -> str:
+    return line if len(line) <= MAX_SHOWN_CHARS else line[:MAX_SHOWN_CHARS] + "..."
+
+
+def _bad_diff(message: str, path: str | None, **details: Any) -> FsError:
+    return fs_error("invalid_arguments", message, path=path,
+                    details={"operation": "apply_patch", **details})
+
+
+def _check_text(diff: str, path: str | None) -> None:
+    if "\x00" in diff:
+        raise _bad_diff("the diff contains a NUL character; only text can be written", path)
+    try:
+        diff.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise _bad_diff("the diff is not valid Unicode (a lone surrogate)", path) from exc
+
+
+def _is_unified_header(line: str) -> bool:
+    """``@@ -12,5 +12,6 @@`` (what ``diff -u`` writes): V4A hunks carry no line numbers.
+    Checked by hand, character classes only: no regex on model input."""
+    if not line.startswith("@@ -"):
+        return False
+    rest = line[4:]
+    digits = "0123456789,"
+    i = 0
+    while i < len(rest) and rest[i] in digits:
+        i += 1
+    if i == 0 or not rest.startswith(" +", i):
+        return False
+    j = i + 2
+    k = j
+    while k < len(rest) and rest[k] in digits:
+        k += 1
+    return k > j and rest.startswith(" @@", k)
+
+
+def _end_of_patch(lines: Sequence[str], i: int) -> bool:
+    """``lines[i]`` is ``*** End Patch`` with nothing but blank lines after it."""
+    return lines[i] == END_PATCH and all(not s.strip() for s in lines[i + 1:])
+
+
+def parse_update(diff: str, *, path: str | None = None) -> list[Hunk]:
+    """The hunks of an ``update_file`` diff, or ``invalid_arguments`` naming the line."""
+    _check_text(diff, path)
+    lines = diff_lines(diff)
+    if not any(s.strip() for s in lines):
+        raise _bad_diff("the diff is empty: an update needs at least one hunk", path)
+    if len(lines) > 1 and lines[0].startswith("--- ") and lines[1].startswith("+++ "):
+        raise _bad_diff("this is a unified diff (--- / +++ file headers); apply_patch takes "
+                        "a V4A diff: hunks that start with '@@', then ' ', '-' and '+' "
+                        "lines", path, diff_line=1)
+    hunks: list[Hunk] = []
+    i, n = 0, len(lines)
+    while i < n:
+        start = i
+        anchors: list[str] = []
+        headers = 0
+        while i < n and lines[i].startswith("@@"):
+            line = lines[i]
+            if _is_unified_header(line):
+                raise _bad_diff(
+                    f"diff line {i + 1} is a unified-diff hunk header ({_shown(line)!r}); "
+                    "V4A hunks have no line numbers: start a hunk with '@@' or with "
+                    "'@@ <a line of the file near the change>'", path, diff_line=i + 1)
+            if line != "@@" and not line.startswith("@@ "):
+                raise _bad_diff(f"diff line {i + 1} ({_shown(line)!r}) is not a hunk header: "
+                                "write '@@' or '@@ <a line of the file>'", path,
+                                diff_line=i + 1)
+            headers += 1
+            anchor = line[3:]
+            if anchor.strip():
+                anchors.append(anchor)
+            i += 1
+        if headers == 0 and hunks:
+            raise _bad_diff(f"diff line {i + 1} ({_shown(lines[i])!r}) should start a new hunk "
+                            "with '@@'", path, diff_line=i + 1, hunk=len(hunks) + 1)
+        old: list[str] = []
+        chunks: list[Chunk] = []
+        deleted: list[str] = []
+        inserted: list[str] = []
+        body = i
+        last = " "
+        while i < n and not lines[i].startswith("@@") and not lines[i].startswith("***"):
+            line = lines[i] or " "  # an empty line is an empty context line (as the SDK)
+            kind = line[0]
+            if kind not in " -+":
+                raise _bad_diff(
+                    f"diff line {i + 1} ({_shown(line)!r}) has no ' ', '-' or '+' prefix; "
+                    "every line of a hunk is context (' '), deleted ('-') or added ('+')",
+                    path, diff_line=i + 1, hunk=len(hunks) + 1)
+            if kind == " " and last != " " and (deleted or inserted):
+                chunks.append(Chunk(len(old) - len(deleted), tuple(deleted), tuple(inserted)))
+                deleted, inserted = [], []
+            last = kind
+            content = line[1:]
+            if kind == "+":
+                inserted.append(content)
+            else:
+                old.append(content)
+                if kind == "-":
+                    deleted.append(content)
+            i += 1
+        if deleted or inserted:
+            chunks.append(Chunk(len(old) - len(deleted), tuple(deleted), tuple(inserted)))
+        eof = False
+        if i < n and lines[i] == END_OF_FILE:
+            eof = True
+            i += 1
+        elif i < n and lines[i].startswith("***"):
+            if not _end_of_patch(lines, i):
+                raise _bad_diff(
+                    f"diff line {i + 1} ({_shown(lines[i])!r}) is not part of an update "
+                    "diff: send one operation per file (a '*** ...' line may only be "
+                    f"'{END_OF_FILE}' after a hunk)", path, diff_line=i + 1)
+            i = n
+        if i == body and not eof:
+            raise _bad_diff(f"hunk {len(hunks) + 1} (diff line {start + 1}) has no lines",
+                            path, diff_line=start + 1, hunk=len(hunks) + 1)
+        hunks.append(Hunk(number=len(hunks) + 1, diff_line=start + 1, anchors=tuple(anchors),
+                          old=tuple(old), chunks=tuple(chunks), eof=eof))
+    return hunks
+
+
+def parse_create(diff: str, *, path: str | None = None) -> str:
+    """The text of a ``create_file`` diff (``+`` lines only), joined as the SDK joins
+    them: with the diff's line ending (CRLF if it uses any, else LF) and no final
+    newline unless the diff ends with an empty ``+`` line."""
+    _check_text(diff, path)
+    lines = diff_lines(diff)
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        if line.startswith("+"):
+            out.append(line[1:])
+        elif line.startswith("***") and _end_of_patch(lines, i):
+            break
+        else:
+            raise _bad_diff(f"diff line {i + 1} ({_shown(line)!r}) does not start with '+'; "
+                            "every line of a created file's diff is '+' and its text",
+                            path, diff_line=i + 1)
+    newline = "\r\n" if "\r\n" in diff else "\n"
+    return newline.join(out)
+
+
+# -- searching --------------------------------------------------------------------------
+
+
+def _failure(pattern: Sequence[int]) -> list[int]:
+    """Knuth-Morris-Pratt failure table of ``pattern``."""
+    table = [0] * len(pattern)
+    k = 0
+    for i in range(1, len(pattern)):
+        while k and pattern[i] != pattern[k]:
+            k = table[k - 1]
+        if pattern[i] == pattern[k]:
+            k += 1
+        table[i] = k
+    return table
+
+
+def _occurrences(seq: Sequence[int], pattern: Sequence[int], start: int, end: int,
+                 table: list[int] | None = None) -> Iterator[int]:
+    """Start offsets of ``pattern`` in ``seq[start:end]`` (overlapping ones too), in
+    O(end - start + len(pattern)). ``pattern`` is not empty."""
+    if table is None:
+        table = _failure(pattern)
+    m, k = len(pattern), 0
+    for i in range(start, min(end, len(seq))):
+        c = seq[i]
+        while k and c != pattern[k]:
+            k = table[k - 1]
+        if c == pattern[k]:
+            k += 1
+            if k == m:
+                yield i - m + 1
+                k = table[k - 1]
+
+
+def _first(seq: Sequence[int], pattern: Sequence[int], start: int, end: int) -> int:
+    return next(_occurrences(seq, pattern, start, end), -1)
+
+
+class _Lines:
+    """The file as lines: contents (matched) and terminators (kept)."""
+
+    def __init__(self, raw: str) -> None:
+        parts = raw.split("\n")
+        last = len(parts) - 1
+        self.contents: list[str] = []
+        self.terms: list[str] = []
+        crlf = 0
+        for i, part in enumerate(parts):
+            if i < last and part.endswith("\r"):
+                self.contents.append(part[:-1])
+                self.terms.append("\r\n")
+                crlf += 1
+            else:
+                self.contents.append(part)
+                self.terms.append("\n" if i < last else "")
+        # str.split keeps an empty last element after a final newline: the SDK's model
+        # of a file, which lets a diff add or remove the final newline.
+        newlines = last
+        self.dominant = "\r\n" if crlf and crlf * 2 >= newlines else "\n"
+        self.has_newline = newlines > 0
+        self.ids: dict[str, int] = {}
+        self.seq = [self.ids.setdefault(c, len(self.ids)) for c in self.contents]
+
+    def pattern(self, lines: Sequence[str]) -> list[int]:
+        return [self.ids.get(c, -1) for c in lines]
+
+    def mapped(self, key: Callable[[str], str]) -> tuple[list[int], dict[str, int]]:
+        """The file's lines interned after ``key`` (for near-miss hints)."""
+        ids: dict[str, int] = {}
+        seq = [ids.setdefault(key(c), len(ids)) for c in self.contents]
+        return seq, ids
+
+
+def _no_space(line: str) -> str:
+    return "".join(line.split())
+
+
+def _quote(lines: Sequence[str]) -> str:
+    shown = [f"    {_shown(s)}" for s in lines[:MAX_SHOWN_LINES]]
+    if len(lines) > MAX_SHOWN_LINES:
+        shown.append(f"    ... ({len(lines) - MAX_SHOWN_LINES} more lines)")
+    return "\n".join(shown)
+
+
+def _hunk_details(hunk: Hunk, cursor: int, **extra: Any) -> dict[str, Any]:
+    return {"operation": "apply_patch", "hunk": hunk.number, "diff_line": hunk.diff_line,
+            "context": [_shown(s) for s in hunk.old[:MAX_SHOWN_LINES]],
+            "context_lines": len(hunk.old), "search_from_line": cursor + 1, **extra}
+
+
+def _name(hunk: Hunk) -> str:
+    return f"hunk {hunk.number} (diff line {hunk.diff_line})"
+
+
+def _fmt(lines: Sequence[int]) -> str:
+    return ", ".join(str(n) for n in lines)
+
+
+def _no_match(lines: _Lines, hunk: Hunk, cursor: int, end: int, path: str | None) -> FsError:
+    """``no_match`` for a hunk's context, with what is known near it (linear work)."""
+    k = len(hunk.old)
+    hints: list[str] = []
+    details: dict[str, Any] = {}
+    missing = next((s for s in hunk.old if s not in lines.ids), None)
+    if missing is not None:
+        details["missing_line"] = _shown(missing)
+        hints.append(f"The line {_shown(missing)!r} occurs nowhere in the file.")
+    # Trailing whitespace first (the common slip), then any whitespace at all.
+    for key in (str.rstrip, _no_space):
+        seq, ids = lines.mapped(key)
+        pattern = [ids.get(key(s), -1) for s in hunk.old]
+        found = []
+        for p in _occurrences(seq, pattern, cursor, end):
+            found.append(p + 1)
+            if len(found) >= MAX_HINT_LINES:
+                break
+        if found:
+            details["similar_lines"] = found
+            hints.append(f"A match that differs only in whitespace starts at line"
+                         f"{'s' if len(found) > 1 else ''} {_fmt(found)}; it was not used.")
+            break
+    exact = lines.pattern(hunk.old)
+    later = _first(lines.seq, exact, cursor, end) if hunk.eof and k else -1
+    earlier = _first(lines.seq, exact, 0, min(len(lines.seq), cursor + k - 1)) if k else -1
+    if later >= 0:
+        details["matches_at_line"] = later + 1
+        hints.append(f"The context matches at line {later + 1}, but the hunk ends with "
+                     f"'{END_OF_FILE}' and the file goes on after it.")
+    elif earlier >= 0:
+        details["earlier_line"] = earlier + 1
+        hints.append(f"The context matches at line {earlier + 1}, before where this hunk "
+                     "may start: hunks must follow the order of the file.")
+    where = "at the end of the file" if hunk.eof else f"at or after line {cursor + 1}"
+    message = (f"{_name(hunk)} does not match the file: its {k} context/deleted "
+               f"line{'s were' if k != 1 else ' was'} not found {where}:\n{_quote(hunk.old)}")
+    if hints:
+        message += "\n" + " ".join(hints)
+    return fs_error("no_match", message, path=path,
+                    details=_hunk_details(hunk, cursor, **details))
+
+
+def _locate_anchor(lines: _Lines, hunk: Hunk, anchor: str, cursor: int, seen: set[str],
+                   seen_upto: int, forward_only: bool, path: str | None) -> tuple[int, int]:
+    """Where the search goes after ``anchor``: ``(cursor, seen_upto)``.
+
+    The anchor is compared with the lines ignoring surrounding whitespace (it only
+    locates; the context still matches exactly). An anchor already passed (on a line
+    before ``cursor``: an earlier hunk of the same function) leaves the cursor where it
+    is, as in the SDK; a stacked anchor always searches forward.
+    """
+    key = anchor.strip()
+    contents = lines.contents
+    if not forward_only:
+        while seen_upto < cursor:  # the set grows with the cursor: linear overall
+            seen.add(contents[seen_upto].strip())
+            seen_upto += 1
+        if key in seen:
+            return cursor, seen_upto
+    for i in range(cursor, len(contents)):
+        if contents[i].strip() == key:
+            return i + 1, seen_upto
+    raise fs_error(
+        "no_match",
+        f"{_name(hunk)}: the anchor line '@@ {_shown(anchor)}' was not found at or after "
+        f"line {cursor + 1}; an anchor must be a line of the file (indentation aside)",
+        path=path, details=_hunk_details(hunk, cursor, anchor=_shown(anchor)))
+
+
+def _ambiguous(hunk: Hunk, first: int, again: list[int], cursor: int,
+               path: str | None) -> FsError:
+    return fs_error(
+        "ambiguous_match",
+        f"{_name(hunk)} matches the file in more than one place (starting at lines "
+        f"{first + 1}, {_fmt([p + 1 for p in again])}) and has no '@@' anchor to choose "
+        f"one:\n{_quote(hunk.old)}\nAdd more context lines, or an '@@ <line>' header "
+        "naming the enclosing class or function.",
+        path=path,
+        details=_hunk_details(hunk, cursor, lines=[first + 1, *[p + 1 for p in again]]))
+
+
+def _unlocated(hunk: Hunk, cursor: int, path: str | None) -> FsError:
+    return fs_error(
+        "ambiguous_match",
+        f"{_name(hunk)} only adds lines and has neither context nor an '@@ <line>' anchor, "
+        "so nothing says where they go; add the lines around the insertion point as "
+        "context (' ' lines), or end the hunk with '*** End of File' to append",
+        path=path, details=_hunk_details(hunk, cursor))
+
+
+def _locate(lines: _Lines, hunks: Sequence[Hunk], path: str | None) -> list[int]:
+    """The index, in ``lines``, where each hunk's ``old`` lines start."""
+    seq = lines.seq
+    n = len(seq)
+    cursor = 0
+    seen: set[str] = set()
+    seen_upto = 0
+    positions: list[int] = []
+    starts: list[int] = []  # where each hunk's search started
+    for hunk in hunks:
+        for j, anchor in enumerate(hunk.anchors):
+            cursor, seen_upto = _locate_anchor(lines, hunk, anchor, cursor, seen, seen_upto,
+                                               forward_only=j > 0, path=path)
+        starts.append(cursor)
+        k = len(hunk.old)
+        if hunk.eof:
+            # The empty last element after a final newline is the terminator, not a line.
+            size = n - 1 if n and lines.contents[-1] == "" and lines.has_newline else n
+            if not lines.has_newline and lines.contents == [""]:
+                size = 0
+            at = size - k
+            pattern = lines.pattern(hunk.old)
+            if at < cursor or (k and seq[at:size] != pattern):
+                raise _no_match(lines, hunk, cursor, n, path)
+            pos = at
+        elif not hunk.old:
+            # Only added lines: an anchor says where, or the file is empty; otherwise
+            # nothing in the diff locates them (the SDK would put them at its cursor).
+            if not hunk.anchors and not (hunk.number == 1 and lines.contents == [""]):
+                raise _unlocated(hunk, cursor, path)
+            pos = cursor
+        else:
+            pos = _first(seq, lines.pattern(hunk.old), cursor, n)
+            if pos < 0:
+                raise _no_match(lines, hunk, cursor, n, path)
+        positions.append(pos)
+        cursor = pos + k
+    # Uniqueness of anchorless hunks: another match starting before the next hunk's
+    # (or anywhere after, for the last) would be an equally valid reading of the diff.
+    # The stretches are disjoint, so this is one more pass over the file.
+    for idx, hunk in enumerate(hunks):
+        if hunk.anchors or hunk.eof or not hunk.old:
+            continue
+        pos = positions[idx]
+        k = len(hunk.old)
+        stop = positions[idx + 1] if idx + 1 < len(hunks) else n
+        again = []
+        for p in _occurrences(seq, lines.pattern(hunk.old), pos + 1, stop + k - 1):
+            if p >= stop:
+                break
+            again.append(p)
+            if len(again) >= MAX_HINT_LINES:
+                break
+        if again:
+            raise _ambiguous(hunk, pos, again, starts[idx], path)
+    return positions
+
+
+def apply_update(raw: str, hunks: Sequence[Hunk], *, path: str | None = None,
+                 diff_newline: str = "\n") -> PatchOutcome:
+    """Apply parsed hunks to ``raw`` (text without BOM, any line endings).
+
+    ``no_match`` / ``ambiguous_match`` name the hunk; nothing is built until every hunk
+    is located. ``diff_newline`` is the line ending added lines get in a file that has
+    no newline at all.
+    """
+    lines = _Lines(raw)
+    positions = _locate(lines, hunks, path)
+    default = lines.dominant if lines.has_newline else diff_newline
+    contents, terms = lines.contents, lines.terms
+    out_contents: list[str] = []
+    out_terms: list[str] = []
+    added = removed = 0
+    first_changed: int | None = None
+    cursor = 0
+    for hunk, pos in zip(hunks, positions, strict=True):
+        for chunk in hunk.chunks:
+            at = pos + chunk.offset
+            out_contents.extend(contents[cursor:at])
+            out_terms.extend(terms[cursor:at])
+            if first_changed is None:
+                first_changed = len(out_contents) + 1
+            # Added lines take the line ending of what they replace, else of the line
+            # before them, else of the line after: a CRLF region stays CRLF.
+            style = ""
+            if chunk.deleted and at < len(terms):
+                style = terms[at]
+            if not style and at > 0:
+                style = terms[at - 1]
+            if not style and at < len(terms):
+                style = terms[at]
+            out_contents.extend(chunk.inserted)
+            out_terms.extend([style or default] * len(chunk.inserted))
+            cursor = at + len(chunk.deleted)
+            added += len(chunk.inserted)
+            removed += len(chunk.deleted)
+    out_contents.extend(contents[cursor:])
+    out_terms.extend(terms[cursor:])
+    pieces: list[str] = []
+    last = len(out_contents) - 1
+    for i, (content, term) in enumerate(zip(out_contents, out_terms, strict=True)):
+        pieces.append(content)
+        if i < last:
+            pieces.append(term or default)
+    return PatchOutcome(text="".join(pieces), hunks=len(hunks), added=added, removed=removed,
+                        first_line=first_changed)
+
+
+def apply_diff(text: str, diff: str, mode: DiffMode = "default", *,
+               path: str | None = None) -> str:
+    """``agents.apply_diff``'s signature: the patched text (``mode="create"``: the text of
+    a created file). Raises :class:`~toolfs.errors.FsError` where the SDK raises
+    ``ValueError``, and where it would guess."""
+    if mode == "create":
+        return parse_create(diff, path=path)
+    hunks = parse_update(diff, path=path)
+    newline = "\r\n" if "\r\n" in diff else "\n"
+    return apply_update(text, hunks, path=path, diff_newline=newline).text
+
+
+# -- the envelope: several files in one patch --------------------------------------------
+
+BEGIN_PATCH = "*** Begin Patch"
+_FILE_HEADERS = ("*** Add File: ", "*** Delete File: ", "*** Update File: ")
+_MOVE_TO = "*** Move to: "
+
+
+@dataclass(frozen=True)
+class FileOperation:
+    """One file's part of a ``*** Begin Patch`` envelope, in the Responses API's terms."""
+
+    type: Literal["create_file", "update_file", "delete_file"]
+    path: str
+    diff: str | None
+    move_to: str | None = None
+    patch_line: int = 0
+    """1-based line of the envelope where this file's header is."""
+
+
+def parse_patch(patch: str) -> list[FileOperation]:
+    """The file operations of a whole patch (``*** Begin Patch`` ... ``*** End Patch``,
+    ``*** Add File:`` / ``*** Delete File:`` / ``*** Update File:`` [``*** Move to:``]),
+    in order; ``invalid_arguments`` naming the line for anything else. Each operation's
+    ``diff`` is its section's lines, to be parsed as any ``create_file`` or
+    ``update_file`` diff."""
+    _check_text(patch, None)
+    lines = diff_lines(patch)
+    first = next((i for i, s in enumerate(lines) if s.strip()), None)
+    last = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), None)
+    if first is None or last is None or lines[first].strip() != BEGIN_PATCH:
+        raise _bad_diff(f"a patch starts with '{BEGIN_PATCH}'", None, patch_line=1)
+    if last == first or lines[last].strip() != END_PATCH:
+        raise _bad_diff(f"a patch ends with '{END_PATCH}'", None, patch_line=last + 1)
+    ops: list[FileOperation] = []
+    i = first + 1
+    while i < last:
+        line = lines[i]
+        header = next((h for h in _FILE_HEADERS if line.startswith(h)), None)
+        if header is None:
+            if not line.strip():
+                i += 1
+                continue
+            raise _bad_diff(f"patch line {i + 1} ({_shown(line)!r}) is not a file header: "
+                            "each file starts with '*** Add File: ', '*** Delete File: ' or "
+                            "'*** Update File: ' and its path", None, patch_line=i + 1)
+        path = line[len(header):].strip()
+        if not path:
+            raise _bad_diff(f"patch line {i + 1} names no file", None, patch_line=i + 1)
+        start = i
+        i += 1
+        body_start = i
+        while i < last and not lines[i].startswith(_FILE_HEADERS):
+            i += 1
+        body = lines[body_start:i]
+        move_to = None
+        if header == "*** Update File: " and body and body[0].startswith(_MOVE_TO):
+            move_to = body[0][len(_MOVE_TO):].strip()
+            if not move_to:
+                raise _bad_diff(f"patch line {body_start + 1} names no file to move to",
+                                path, patch_line=body_start + 1)
+            body = body[1:]
+        if header == "*** Delete File: ":
+            if any(s.strip() for s in body):
+                raise _bad_diff(f"patch line {body_start + 1}: a deleted file has no lines",
+                                path, patch_line=body_start + 1)
+            ops.append(FileOperation("delete_file", path, None, patch_line=start + 1))
+        else:
+            kind: Literal["create_file", "update_file"] = (
+                "create_file" if header == "*** Add File: " else "update_file")
+            newline = "\r\n" if "\r\n" in patch else "\n"  # kept for the new lines' ending
+            ops.append(FileOperation(kind, path, newline.join(body) + newline if body else "",
+                                     move_to, patch_line=start + 1))
+    if not ops:
+        raise _bad_diff("the patch names no file", None, patch_line=first + 1)
+    return ops
