@@ -536,12 +536,20 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         self.cp_file(path1, path2)
         self.rm_file(path1)
 
-    def rm_file(self, path: str) -> None:
-        """Delete a file; needs a fresh observation, like an update."""
+    def rm_file(self, path: str, *, if_version: FileVersion | None = None) -> None:
+        """Delete a file; needs a fresh observation, like an update.
+
+        With ``if_version``, delete only if the file is still at exactly that version,
+        whatever the policy or the ledger says (else ``stale``): the condition of a
+        delete derived from bytes read earlier, as a move's (copy those bytes, then
+        delete the version they came from, so an update made in between is never lost).
+        """
         target = self._writable(path, "delete")
         obs = self.ledger.get(target.backend_path)
         mode: Update | Overwrite
-        if self.policy is None:
+        if if_version is not None:
+            mode = Update(if_version)
+        elif self.policy is None:
             mode = Overwrite()
         elif obs is None or obs.version is None:
             err = fs_error("not_observed", f"read {target.display} before deleting it",
