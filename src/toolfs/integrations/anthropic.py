@@ -358,18 +358,16 @@ class _Engine:
         room = self.budget // 8 + 1
         limit = room if end == -1 else min(end - start + 1, room)
         try:
-            result = self._call(lambda: tools.read(
-                self.fs, ReadArgs(file_path=rel, offset=start, limit=limit)), shown, raw)
-        except _Refusal as refusal:
-            # Object stores have no directory objects: a prefix with files below it is
-            # a directory all the same.
-            if refusal.error.code == "not_found" and self._exists(rel):
-                return self._view_dir(rel, shown, raw, view_range)
-            raise
+            result = tools.read(self.fs, ReadArgs(file_path=rel, offset=start, limit=limit))
         except FsError as err:
             if err.code == "not_a_file":
                 return self._view_dir(rel, shown, raw, view_range)
-            raise
+            # Object stores have no directory objects: a prefix with files below it is
+            # a directory all the same.
+            if err.code == "not_found" and not err.details.get("bucket") and \
+                    self._exists(rel):
+                return self._view_dir(rel, shown, raw, view_range)
+            raise self._translate(err, shown, raw) from err
         return _Done(self._render_view(result, shown, start, end), result)
 
     def _render_view(self, r: ReadResult, shown: str, start: int, end: int) -> str:
@@ -470,14 +468,13 @@ class _Engine:
         shown = _shown(raw, MAX_SHOWN_PATH)
         rel = self._file_path(raw)
         try:
-            result = self._call(lambda: tools.write(
-                self.fs, WriteArgs(file_path=rel, content=text)), shown, raw)
-        except _Refusal as refusal:
-            if refusal.error.code == "not_observed":
+            result = tools.write(self.fs, WriteArgs(file_path=rel, content=text))
+        except FsError as err:
+            if err.code == "not_observed":
                 # Replacing a file needs a view of it first, as toolfs's write does.
                 raise _refuse("not_observed", f"File {shown} already exists",
-                              cause=refusal.error) from refusal
-            raise
+                              cause=err) from err
+            raise self._translate(err, shown, raw) from err
         if result.action == "created":
             return _Done(f"File created successfully at: {shown}", result)
         return _Done(f"File overwritten successfully at: {shown}", result)
@@ -505,8 +502,8 @@ class _Engine:
                            "change")
         old_shown = _shown(old, MAX_SHOWN_OLD)
         try:
-            result = self._call(lambda: tools.edit(self.fs, EditArgs(
-                file_path=rel, old_string=old, new_string=new)), shown, raw)
+            result = tools.edit(self.fs, EditArgs(file_path=rel, old_string=old,
+                                                  new_string=new))
         except FsError as err:
             if err.code == "no_match":
                 hint = err.message.partition("old_string was not found in the file.")[2]
@@ -519,7 +516,7 @@ class _Engine:
                 raise _refuse("ambiguous_match", f"No replacement was performed. Multiple "
                               f"occurrences of old_str `{old_shown}` in lines: {lines}{more}. "
                               "Please ensure it is unique", cause=err) from err
-            raise
+            raise self._translate(err, shown, raw) from err
         return _Done(self._edited(shown, result, insert=False), result)
 
     def _edited(self, shown: str, r: EditResult, *, insert: bool) -> str:
