@@ -619,10 +619,11 @@ def test_rename_racing_with_edits(store: Backend) -> None:
             return None if calls is None else [
                 (name, {**args, "path": "/memories/n.md"}) for name, args in calls]
         model.policy = policy
-    mover = ScriptedModel(steps(
-        lambda: [start.wait() and [] or ("memory", {
-            "command": "rename", "old_path": "/memories/n.md",
-            "new_path": "/memories/m.md"})]))
+    def rename() -> list[Call]:
+        start.wait()
+        return [("memory", {"command": "rename", "old_path": "/memories/n.md",
+                            "new_path": "/memories/m.md"})]
+    mover = ScriptedModel(steps(rename))
     with ThreadPoolExecutor(AGENTS + 1) as pool:
         futures = [pool.submit(model.run, tools) for model, tools, _ in agents]
         futures.append(pool.submit(mover.run, [MemoryTool(ws.new_context())]))
