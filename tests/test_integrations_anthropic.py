@@ -732,3 +732,32 @@ def test_async_tools_through_the_async_runner(mem: Backend) -> None:
     assert model.errors() == [False, False, False, False, True, False]
     assert model.texts()[4].startswith("Error [no_match]")
     assert mem.get("notes.md") == b"c\n"
+
+
+def test_insert_and_ambiguous_str_replace_are_refused_with_the_reference_words(
+        store: Backend) -> None:
+    store.put("t.txt", b"a\nb\na\n")
+    ed = TextEditor(store.workspace())
+    ed.execute({"command": "view", "path": "t.txt"})
+    out = ed.execute({"command": "str_replace", "path": "t.txt", "old_str": "a",
+                      "new_str": "z"})
+    assert out.text.startswith("Error [ambiguous_match]: No replacement was performed. "
+                               "Multiple occurrences of old_str `a` in lines: 1, 3. Please "
+                               "ensure it is unique\n")
+    out = ed.execute({"command": "str_replace", "path": "t.txt", "old_str": "a \n",
+                      "new_str": "z"})
+    assert out.text.startswith("Error [no_match]: No replacement was performed, old_str "
+                               "`a \n` did not appear verbatim in t.txt.")
+    store.put("t.txt", b"a\nb\na\nc\n")  # another program
+    out = ed.execute({"command": "insert", "path": "t.txt", "insert_line": 1,
+                      "new_str": "x"})
+    assert out.is_error and out.error is not None and out.error.code == "stale", out.text
+    assert store.get("t.txt") == b"a\nb\na\nc\n"
+    out = ed.execute({"command": "insert", "path": "t.txt", "insert_line": 9,
+                      "new_str": "x"})  # out of range on an outdated view: stale first
+    assert out.error is not None and out.error.code == "stale", out.text
+    ed.execute({"command": "view", "path": "t.txt"})
+    out = ed.execute({"command": "insert", "path": "t.txt", "insert_line": 1,
+                      "new_str": "x"})
+    assert not out.is_error and store.get("t.txt") == b"a\nx\nb\na\nc\n"
+    assert out.value is not None and out.to_dict()["ok"] is True
