@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -50,7 +51,7 @@ from anthropic.types.beta import (
 from toolfs import tools
 from toolfs.errors import FsError, fs_error
 from toolfs.policy.filesystem import Found, PolicyFileSystem
-from toolfs.render import MAX_LINE_CHARS, ToolOutput, number_line
+from toolfs.render import MAX_LINE_CHARS, ToolOutput, number_line, render_output
 from toolfs.results import (
     EditResult,
     ListEntry,
@@ -381,6 +382,8 @@ class _Engine:
             raise _invalid(f"Invalid `view_range`: [{start}, {end}]: the file has fewer "
                            f"than {start} lines")
         header = f"Here's the content of {shown} with line numbers:"
+        if not r.lines:
+            return f"{header}\n(The file is empty.)"
         room = self.budget - len(header) - 200  # the footer's room
         rows: list[str] = []
         used = 0
@@ -605,15 +608,14 @@ class _Engine:
         return _Done(f"Successfully deleted {shown}", None)
 
     def _is_file(self, rel: str, shown: str, raw: str) -> bool:
-        target = self._call(lambda: self.fs.resolve(rel), shown, raw)
-        return bool(self.fs.fs.isfile(target.backend_path))
+        return self._call(lambda: self.fs.isfile(rel), shown, raw)
 
     def _tree(self, rel: str) -> list[Found]:
-        files = sorted(self.fs.list_files(rel), key=lambda f: f.path)
+        files = list(itertools.islice(self.fs.list_files(rel), MAX_TREE_FILES + 1))
         if len(files) > MAX_TREE_FILES:
-            raise _refuse("too_large", f"{self._model_path(rel)} holds {len(files)} files, "
-                          f"more than the {MAX_TREE_FILES} one command may change")
-        return files
+            raise _refuse("too_large", f"{self._model_path(rel)} holds more than "
+                          f"{MAX_TREE_FILES} files, more than one command may change")
+        return sorted(files, key=lambda f: f.path)
 
     def _remove_empty_dirs(self, rel: str) -> None:
         """Local and memory filesystems keep empty directories; remove those left (best
@@ -668,8 +670,9 @@ class _Engine:
         return _Done(f"Successfully renamed {old_shown} to {new_shown}", None)
 
     def _exists(self, rel: str) -> bool:
-        target = self.fs.resolve(rel)
-        if self.fs.fs.isfile(target.backend_path):
+        """A file, or a directory with a file below it (object stores have no empty
+        directories)."""
+        if self.fs.isfile(rel):
             return True
         return next(iter(self.fs.list_files(rel)), None) is not None
 
@@ -961,27 +964,31 @@ def _read_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     return arguments
 
 
-def _execute(ws: Workspace, name: str, arguments: dict[str, Any]) -> ToolOutput:
-    if name == "read":
-        try:
-            arguments = _read_arguments(dict(arguments))
-        except FsError as err:
-            return ToolOutput(text=f"Error [{err.code}]: {err.message}\n{err.advice}",
-                              value=None, error=err, max_chars=ws.max_output_chars)
-    return ws.execute(name, arguments)
+def _arguments(ws: Workspace, name: str, arguments: dict[str, Any]
+               ) -> dict[str, Any] | ToolOutput:
+    """The arguments for ``Workspace.execute``, or the error output of a bad view_range."""
+    if name != "read":
+        return arguments
+    try:
+        return _read_arguments(dict(arguments))
+    except FsError as err:
+        return render_output(err, ws.max_output_chars)
 
 
 def _sync_tool(ws: Workspace, name: str) -> Callable[..., str]:
     def run(**arguments: Any) -> str:
-        return _result(_execute(ws, name, arguments))
+        given = _arguments(ws, name, arguments)
+        return _result(given if isinstance(given, ToolOutput) else ws.execute(name, given))
     run.__name__ = name
     return run
 
 
 def _async_tool(ws: AsyncWorkspace, name: str) -> Callable[..., Any]:
     async def run(**arguments: Any) -> str:
-        output = await ws._run(_execute, ws.sync, name, arguments)
-        return _result(output)
+        given = _arguments(ws.sync, name, arguments)
+        if isinstance(given, ToolOutput):
+            return _result(given)
+        return _result(await ws.execute(name, given))
     run.__name__ = name
     return run
 
