@@ -761,3 +761,106 @@ def test_insert_and_ambiguous_str_replace_are_refused_with_the_reference_words(
                       "new_str": "x"})
     assert not out.is_error and store.get("t.txt") == b"a\nx\nb\na\nc\n"
     assert out.value is not None and out.to_dict()["ok"] is True
+
+
+# -- byte-exactness on real history ----------------------------------------------------
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HISTORY_PAIRS = 20
+"""(before, after) file versions replayed from this repository's own history."""
+
+
+def _history() -> list[tuple[str, str, str]]:
+    """(name, before, after) of recently modified Python files in this repository's git
+    history (the newest commits first; files up to 40 kB); empty outside a git checkout."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True,
+                              check=True, timeout=60).stdout
+    try:
+        commits = git("log", "--format=%H", "-n", "60", "--diff-filter=M", "--",
+                      "src/toolfs").split()
+    except (OSError, subprocess.SubprocessError):
+        return []
+    pairs: list[tuple[str, str, str]] = []
+    for commit in commits:
+        try:
+            changed = git("diff", "--name-only", "--diff-filter=M", f"{commit}^", commit,
+                          "--", "src/toolfs").split()
+        except subprocess.SubprocessError:
+            continue  # the first commit of a shallow clone
+        for path in changed:
+            if not path.endswith(".py"):
+                continue
+            before, after = git("show", f"{commit}^:{path}"), git("show", f"{commit}:{path}")
+            if len(before) < 40_000 and len(after) < 40_000 and before != after:
+                pairs.append((f"{commit[:8]}-{path.replace('/', '_')}", before, after))
+            if len(pairs) >= HISTORY_PAIRS:
+                return pairs
+    return pairs
+
+
+def _as_commands(before: str, after: str) -> list[dict[str, Any]]:
+    """The change from ``before`` to ``after`` as text editor commands, hunk by hunk from
+    the bottom up (so each hunk's line numbers still hold): ``insert`` for pure
+    additions, ``str_replace`` with just enough context to be unique for the rest."""
+    import difflib
+
+    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    current = list(old)
+    ops = difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
+    commands: list[dict[str, Any]] = []
+    for tag, i1, i2, j1, j2 in reversed(ops):
+        if tag == "equal":
+            continue
+        added = "".join(new[j1:j2])
+        if tag == "insert" and (i1 < len(current) or current[-1:] == []
+                                or current[-1].endswith("\n")):
+            commands.append({"command": "insert", "insert_line": i1, "new_str": added})
+        else:
+            lo, hi = i1, i2
+            if lo == hi:  # an addition after a last line without newline: anchor on it
+                lo -= 1
+            text = "".join(current)
+            while text.count("".join(current[lo:hi])) != 1 or not "".join(current[lo:hi]):
+                lo, hi = max(0, lo - 1), min(len(current), hi + 1)
+            commands.append({"command": "str_replace",
+                             "old_str": "".join(current[lo:hi]),
+                             "new_str": "".join(current[lo:i1]) + added
+                             + "".join(current[i2:hi])})
+        current[i1:i2] = new[j1:j2]
+    assert "".join(current) == after
+    return commands
+
+
+HISTORY = _history()
+
+
+@pytest.mark.skipif(not HISTORY, reason="not a git checkout with history")
+def test_history_replayed_as_str_replace_and_insert_is_byte_exact(store: Backend) -> None:
+    """Real edits (this repository's commits) through the text editor, in LF, CRLF, BOM
+    and no-final-newline variants: the stored bytes are exactly the new version's."""
+    ed = TextEditor(store.workspace())
+    variants = {
+        "lf": lambda t: t.encode(),
+        "crlf": lambda t: t.replace("\n", "\r\n").encode(),
+        "bom": lambda t: b"\xef\xbb\xbf" + t.encode(),
+        "bom-crlf-no-final": lambda t: b"\xef\xbb\xbf" + t.rstrip("\n").replace(
+            "\n", "\r\n").encode(),
+    }
+    replayed: dict[str, int] = {"insert": 0, "str_replace": 0}
+    for name, before, after in HISTORY:
+        for variant, encode in variants.items():
+            trim = variant.endswith("no-final")
+            old_text = before.rstrip("\n") if trim else before
+            new_text = after.rstrip("\n") if trim else after
+            path = f"{variant}/{name}"
+            store.put(path, encode(before))
+            assert not ed.execute({"command": "view", "path": path}).is_error
+            for command in _as_commands(old_text, new_text):
+                out = ed.execute({**command, "path": path})
+                assert not out.is_error, (path, command, out.text)
+                replayed[command["command"]] += 1
+            assert store.get(path) == encode(after), path
+    assert all(n >= len(HISTORY) // 4 for n in replayed.values()), replayed

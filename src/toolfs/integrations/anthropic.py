@@ -255,7 +255,9 @@ class _Engine:
             given = _checked(arguments, commands)
             done = getattr(self, "_" + given["command"])(given)
         except _Refusal as refusal:
-            return self._error_output(refusal.message, refusal.error)
+            # Credentials never reach the model, whichever wording carries the error.
+            message = self.ws._redact.message(refusal.message)
+            return self._error_output(message, self.ws._masked(refusal.error))
         except FsError as known:
             masked = self.ws._masked(known)
             return self._error_output(masked.message, masked)
