@@ -864,3 +864,20 @@ def test_history_replayed_as_str_replace_and_insert_is_byte_exact(store: Backend
                 replayed[command["command"]] += 1
             assert store.get(path) == encode(after), path
     assert all(n >= len(HISTORY) // 4 for n in replayed.values()), replayed
+
+
+def test_rm_file_if_version_deletes_only_that_version(store: Backend) -> None:
+    """The conditional delete a move relies on, whatever the ledger says."""
+    store.put("v.txt", b"one\n")
+    ws = store.workspace()
+    with ws.fs.open("v.txt", "rb") as f:
+        seen = f.version
+    store.put("v.txt", b"two\n")  # a change after the read
+    with pytest.raises(toolfs.FsError) as caught:
+        ws.fs.rm_file("v.txt", if_version=seen)
+    assert caught.value.code == "stale" and store.get("v.txt") == b"two\n"
+    fresh = ws.new_context()  # never read the file: the version alone is the condition
+    with ws.fs.open("v.txt", "rb") as f:
+        current = f.version
+    fresh.fs.rm_file("v.txt", if_version=current)
+    assert not store.exists("v.txt")
