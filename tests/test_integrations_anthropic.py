@@ -706,9 +706,9 @@ def test_unknown_commands_and_non_objects(mem: Backend) -> None:
 # -- async twins -----------------------------------------------------------------------
 
 
-def test_async_tools_through_the_async_runner(mem: Backend) -> None:
-    mem.put("notes.md", b"a\n")
-    aws = toolfs.AsyncWorkspace(mem.workspace())
+def test_async_tools_through_the_async_runner(store: Backend) -> None:
+    store.put("notes.md", b"a\n")
+    aws = toolfs.AsyncWorkspace(store.workspace())
     model = ScriptedModel(steps(
         [("memory", {"command": "view", "path": "/memories/notes.md"})],
         [("memory", {"command": "str_replace", "path": "/memories/notes.md",
@@ -727,11 +727,13 @@ def test_async_tools_through_the_async_runner(mem: Backend) -> None:
         await runner.until_done()
         out = await AsyncTextEditor(aws).execute({"command": "view", "path": "notes.md"})
         assert out.text.endswith("     1\tc")
+        twin = await TextEditor(aws).aexecute({"command": "view", "path": "notes.md"})
+        assert twin.text == out.text
     asyncio.run(main())
     aws.close()
     assert model.errors() == [False, False, False, False, True, False]
     assert model.texts()[4].startswith("Error [no_match]")
-    assert mem.get("notes.md") == b"c\n"
+    assert store.get("notes.md") == b"c\n"
 
 
 def test_insert_and_ambiguous_str_replace_are_refused_with_the_reference_words(

@@ -796,6 +796,10 @@ class TextEditor(BetaBuiltinFunctionTool):
         raises."""
         return self._engine.run(input, _EDITOR_COMMANDS)
 
+    async def aexecute(self, input: Mapping[str, Any]) -> ToolOutput:
+        """:meth:`execute` as a coroutine (the command runs on a worker thread)."""
+        return await asyncio.to_thread(self._engine.run, input, _EDITOR_COMMANDS)
+
     def call(self, input: object) -> str:
         """The tool runner's entry point: the text, or ``ToolError`` on an error."""
         return _result(self.execute(cast(Mapping[str, Any], input)))
