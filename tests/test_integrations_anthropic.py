@@ -446,7 +446,8 @@ def test_memory_create_delete_rename(store: Backend) -> None:
     with pytest.raises(anthropic.lib.tools.ToolError) as caught:
         memory.call({"command": "rename", "old_path": "/memories/c.md",
                      "new_path": "/memories/sub/b.md"})
-    assert "The destination /memories/sub/b.md already exists" in str(caught.value)
+    assert str(caught.value).startswith("Error [invalid_arguments]: The destination "
+                                        "/memories/sub/b.md already exists\n")
     assert store.get("c.md") == b"C\n" and store.get("sub/b.md") == b"A\n"
     # Directories: rename moves every file; delete needs every file viewed.
     assert memory.call({"command": "rename", "old_path": "/memories/sub",

@@ -126,9 +126,16 @@ class _Refusal(Exception):
 
 def _refuse(code: Any, message: str, *, path: str | None = None,
             cause: FsError | None = None) -> _Refusal:
-    """A refusal with the reference ``message``; toolfs's own message is kept when it
-    adds a fact (a near-miss hint, who changed the file)."""
-    err = cause if cause is not None else fs_error(code, message, path=path)
+    """A refusal with the reference ``message`` and toolfs's ``code``. With ``cause``,
+    toolfs's own error (its message and details) travels as the output's ``error``,
+    re-coded when the command means something else by it (a create-only write refused
+    because the destination of a rename exists)."""
+    if cause is None:
+        return _Refusal(message, fs_error(code, message, path=path))
+    if cause.code == code:
+        return _Refusal(message, cause)
+    err = fs_error(code, cause.message, path=cause.path, details=cause.details)
+    err.__cause__ = cause
     return _Refusal(message, err)
 
 
@@ -646,12 +653,12 @@ class _Engine:
         if old == ".":
             raise _refuse("denied", "Cannot rename the /memories directory itself")
         if new == ".":
-            raise _refuse("stale", f"The destination {new_shown} already exists")
+            raise _refuse("invalid_arguments", f"The destination {new_shown} already exists")
         if new == old or new.startswith(old + "/"):
             raise _invalid(f"Cannot rename {old_shown} into itself ({new_shown})")
         self._call(lambda: self.fs.resolve(new), new_shown, new_raw)
         if self._exists(new):
-            raise _refuse("stale", f"The destination {new_shown} already exists")
+            raise _refuse("invalid_arguments", f"The destination {new_shown} already exists")
         if self._is_file(old, old_shown, old_raw):
             self._call(lambda: self._move(old, new, new_shown), old_shown, old_raw)
             return _Done(f"Successfully renamed {old_shown} to {new_shown}", None)
@@ -693,9 +700,9 @@ class _Engine:
         try:
             copy = self.fs.pipe_file(new, data, mode="create", operation="write")
         except FsError as err:
-            if err.code in ("stale", "not_observed"):
-                raise _refuse("stale", f"The destination {new_shown} already exists",
-                              cause=err) from err
+            if err.code in ("stale", "not_observed"):  # created meanwhile by someone else
+                raise _refuse("invalid_arguments", f"The destination {new_shown} already "
+                              "exists", cause=err) from err
             raise
         try:
             self.fs.rm_file(old, if_version=version)
