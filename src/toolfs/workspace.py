@@ -170,6 +170,16 @@ class Workspace:
             return render_output(err, self.max_output_chars)
         return render_output(value, self.max_output_chars)
 
+    def masked(self, err: FsError) -> FsError:
+        """``err`` (changed in place) with this workspace's credentials masked in its
+        message, path, details and causes: for an adapter's own refusals, which do not
+        pass through :meth:`run`."""
+        return self._masked(err)
+
+    def redacted(self, text: str) -> str:
+        """``text`` with this workspace's credentials masked (an adapter's own wording)."""
+        return self._redact.message(text)
+
     def _masked(self, err: FsError) -> FsError:
         """``err`` with credentials masked in its message, details and causes."""
         err.message = self._redact.message(err.message)

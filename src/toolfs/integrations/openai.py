@@ -251,11 +251,11 @@ def run_operation(fs: PolicyFileSystem, op: PatchOperation, *,
 def _output(ws: Workspace, operation: Any, require_read: bool) -> ToolOutput:
     try:
         op = operation if isinstance(operation, PatchOperation) else PatchOperation.of(operation)
-        result = ws._guarded(lambda fs, o: run_operation(fs, o, require_read=require_read), op)
+        result = ws.run(lambda fs: run_operation(fs, op, require_read=require_read))
     except FsError as err:
         # The advice names apply_patch's operations, not write/edit's arguments.
         err.details.setdefault("operation", "apply_patch")
-        return render_output(ws._masked(err), ws.max_output_chars)
+        return render_output(ws.masked(err), ws.max_output_chars)
     return render_output(result, ws.max_output_chars)
 
 
@@ -269,7 +269,7 @@ def apply_patch(ws: Workspace, operation: Any, *, require_read: bool = True) -> 
 async def apply_patch_async(ws: AsyncWorkspace, operation: Any, *,
                             require_read: bool = True) -> ToolOutput:
     """:func:`apply_patch` on an :class:`~toolfs.AsyncWorkspace`'s worker threads."""
-    return await ws._run(_output, ws.sync, operation, require_read)
+    return await ws.call(_output, ws.sync, operation, require_read)
 
 
 def apply_patch_call_output(call: Any, output: ToolOutput) -> dict[str, Any]:
@@ -341,7 +341,7 @@ def apply_patch_text(ws: Workspace, patch: str, *, require_read: bool = True) ->
                 check = parse_create if op.type == "create_file" else parse_update
                 check(op.diff, path=op.path)
     except FsError as err:
-        return PatchReport(outputs=(render_output(ws._masked(err), ws.max_output_chars),),
+        return PatchReport(outputs=(render_output(ws.masked(err), ws.max_output_chars),),
                            skipped=())
     outputs: list[ToolOutput] = []
     for n, op in enumerate(ops):
@@ -406,10 +406,10 @@ class AsyncApplyPatchEditor:
         self._sync = ApplyPatchEditor(ws.sync, require_read=require_read)
 
     async def create_file(self, operation: Any) -> ApplyPatchResult:
-        return await self.ws._run(self._sync.create_file, operation)
+        return await self.ws.call(self._sync.create_file, operation)
 
     async def update_file(self, operation: Any) -> ApplyPatchResult:
-        return await self.ws._run(self._sync.update_file, operation)
+        return await self.ws.call(self._sync.update_file, operation)
 
     async def delete_file(self, operation: Any) -> ApplyPatchResult:
-        return await self.ws._run(self._sync.delete_file, operation)
+        return await self.ws.call(self._sync.delete_file, operation)

@@ -1,0 +1,1033 @@
+"""Anthropic's file tools, backed by a toolfs workspace (extra ``anthropic``).
+
+Three shapes, each a thin layer over one :class:`toolfs.Workspace` (or
+:class:`toolfs.AsyncWorkspace`), with its policy, conditional writes, confinement and
+byte fidelity on every backend:
+
+* :class:`TextEditor` -- the text editor tool Claude is trained on
+  (``text_editor_20250728``, named ``str_replace_based_edit_tool``): ``view``,
+  ``create``, ``str_replace``, ``insert``. ``.definition`` is the tool param to send;
+  ``.execute(input)`` answers a ``tool_use`` block with a :class:`toolfs.ToolOutput`.
+  It is also a runnable tool of the SDK's ``client.beta.messages.tool_runner``.
+* :class:`MemoryTool` -- the memory tool (``memory_20250818``) as a subclass of the SDK's
+  ``BetaAbstractMemoryTool``: ``/memories/...`` is the workspace root.
+* :func:`beta_tools` -- toolfs's six tools (read, write, edit, glob, grep, ls) as the
+  SDK's beta function tools, with the pinned input schemas.
+
+Result texts follow the SDK's reference memory backend (the strings the models saw);
+errors are that wording plus toolfs's code and what to do next
+(``Error [stale]: ...``). ``view`` is an observation; ``str_replace`` and ``insert``
+need one and are ``stale`` after an outside change, exactly as ``edit``; each change is
+committed through the handle its bytes were computed from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+from anthropic.lib.tools import (
+    BetaAbstractMemoryTool,
+    BetaAsyncAbstractMemoryTool,
+    BetaAsyncBuiltinFunctionTool,
+    BetaAsyncFunctionTool,
+    BetaBuiltinFunctionTool,
+    BetaFunctionTool,
+    ToolError,
+)
+from anthropic.types.beta import (
+    BetaMemoryTool20250818CreateCommand,
+    BetaMemoryTool20250818DeleteCommand,
+    BetaMemoryTool20250818InsertCommand,
+    BetaMemoryTool20250818RenameCommand,
+    BetaMemoryTool20250818StrReplaceCommand,
+    BetaMemoryTool20250818ViewCommand,
+)
+
+from toolfs import tools
+from toolfs.errors import FsError, fs_error
+from toolfs.policy.filesystem import Found, PolicyFileSystem
+from toolfs.render import MAX_LINE_CHARS, ToolOutput, number_line, render_output
+from toolfs.results import (
+    EditResult,
+    ListEntry,
+    ListResult,
+    ReadResult,
+    ToolResult,
+)
+from toolfs.schemas import EditArgs, ReadArgs, WriteArgs
+from toolfs.text import decode, lines_around, normalize_newlines, split_lines
+from toolfs.versions import FileVersion
+from toolfs.workspace import AsyncWorkspace, Workspace
+
+__all__ = ["AsyncMemoryTool", "AsyncTextEditor", "MemoryTool", "TextEditor", "beta_tools"]
+
+T = TypeVar("T")
+
+TEXT_EDITOR_TYPE = "text_editor_20250728"
+TEXT_EDITOR_NAME = "str_replace_based_edit_tool"
+MEMORY_ROOT = "/memories"
+
+SNIPPET_CONTEXT = 4
+"""Lines shown before and after a change (the reference editor's ``SNIPPET_LINES``)."""
+MAX_SHOWN_PATH = 200
+"""Characters of a model-given path echoed back in a message."""
+MAX_SHOWN_OLD = 200
+"""Characters of ``old_str`` echoed back in a message."""
+MAX_DIRECTORY_ENTRIES = 1_000
+"""Entries a directory ``view`` lists (two levels, hidden ones excluded)."""
+MAX_TREE_FILES = 1_000
+"""Files one directory ``delete`` or ``rename`` moves or removes."""
+
+_SNIPPET_NOTE = ("Review the changes and make sure they are as expected. Edit the file again "
+                 "if necessary.")
+_INSERT_NOTE = ("Review the changes and make sure they are as expected (correct indentation, no "
+                "duplicate lines, etc). Edit the file again if necessary.")
+
+# What the model should do next, in the words of these tools (toolfs's advice names
+# read/edit/old_string, which the text editor and memory tool do not have).
+_ADVICE: dict[str, str] = {
+    "not_found": "Check the path (view a directory to list it); use the create command "
+                 "for a new file.",
+    "not_a_file": "Give the path of a file; view lists a directory.",
+    "too_large": "View the file in windows with view_range; it cannot be rewritten whole.",
+    "not_observed": "View the file first, then retry the command.",
+    "stale": "The file changed since you last viewed it. View it again, then redo the "
+             "change.",
+    "no_match": "View the file and copy old_str exactly, including whitespace and "
+                "indentation.",
+    "ambiguous_match": "Add surrounding lines to old_str so that it matches exactly once.",
+    "outside_root": "Use a path inside the workspace.",
+}
+_MEMORY_ADVICE: dict[str, str] = {
+    **_ADVICE,
+    "outside_root": "Use a path under /memories.",
+    "not_found": "Check the path (view /memories to list it); use the create command for a "
+                 "new file.",
+}
+
+
+def _shown(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+class _Refusal(Exception):
+    """A command refused with the reference wording; ``error`` carries toolfs's code."""
+
+    def __init__(self, message: str, error: FsError) -> None:
+        super().__init__(message)
+        self.message = message
+        self.error = error
+
+
+def _refuse(code: Any, message: str, *, path: str | None = None,
+            cause: FsError | None = None) -> _Refusal:
+    """A refusal with the reference ``message`` and toolfs's ``code``. With ``cause``,
+    toolfs's own error (its message and details) travels as the output's ``error``,
+    re-coded when the command means something else by it (a create-only write refused
+    because the destination of a rename exists)."""
+    if cause is None:
+        return _Refusal(message, fs_error(code, message, path=path))
+    if cause.code == code:
+        return _Refusal(message, cause)
+    err = fs_error(code, cause.message, path=cause.path, details=cause.details)
+    err.__cause__ = cause
+    return _Refusal(message, err)
+
+
+@dataclass(frozen=True)
+class _Done:
+    text: str
+    value: ToolResult | None
+
+
+def _invalid(message: str) -> _Refusal:
+    return _refuse("invalid_arguments", message)
+
+
+# -- input checks ----------------------------------------------------------------------
+
+_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # command: (required, optional); insert takes new_str or insert_text (checked apart)
+    "view": (("path",), ("view_range",)),
+    "create": (("path", "file_text"), ()),
+    "str_replace": (("path", "old_str"), ("new_str",)),
+    "insert": (("path", "insert_line"), ("new_str", "insert_text")),
+    "delete": (("path",), ()),
+    "rename": (("old_path", "new_path"), ()),
+}
+_STRINGS = {"path", "file_text", "old_str", "new_str", "insert_text", "old_path", "new_path"}
+
+
+def _checked(arguments: object, commands: tuple[str, ...]) -> dict[str, Any]:
+    """The model's input, checked: a known command, its fields and their types."""
+    if not isinstance(arguments, Mapping):
+        raise _invalid("the input must be a JSON object")
+    given = dict(arguments)
+    command = given.get("command")
+    if not isinstance(command, str) or command not in commands:
+        shown = _shown(str(command), 50) if command is not None else None
+        what = "missing `command`" if shown is None else f"unknown command {shown!r}"
+        raise _invalid(f"{what}; the commands are {', '.join(commands)}")
+    required, optional = _FIELDS[command]
+    for name in given:
+        if name != "command" and name not in required + optional:
+            raise _invalid(f"unknown parameter {_shown(str(name), 50)!r} for `{command}` "
+                           f"(its parameters are {', '.join(required + optional)})")
+    for name in required:
+        if name not in given:
+            raise _invalid(f"Parameter `{name}` is required for command: {command}")
+    for name, value in given.items():
+        if name in _STRINGS and not isinstance(value, str):
+            raise _invalid(f"Parameter `{name}` must be a string")
+    if command == "insert":
+        if isinstance(given["insert_line"], bool) or not isinstance(given["insert_line"], int):
+            raise _invalid("Parameter `insert_line` must be an integer")
+        texts = [given[k] for k in ("new_str", "insert_text") if k in given]
+        if not texts:
+            raise _invalid("Parameter `new_str` (or `insert_text`) is required for command: "
+                           "insert")
+        if len(texts) == 2 and texts[0] != texts[1]:
+            raise _invalid("give `new_str` or `insert_text`, not two different texts")
+        given["text"] = texts[0]
+    if command == "view":
+        view_range = given.get("view_range")
+        if view_range is not None and not (
+                isinstance(view_range, list | tuple) and len(view_range) == 2
+                and all(isinstance(n, int) and not isinstance(n, bool) for n in view_range)):
+            raise _invalid("Invalid `view_range`. It should be a list of two integers.")
+    return given
+
+
+def _check_text(text: str, path: str) -> None:
+    """Refuse text that could not be stored and read back (NUL, lone surrogates)."""
+    if "\x00" in text:
+        raise fs_error("invalid_arguments", "the text contains a NUL character; only text "
+                       "can be written", path=path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise fs_error("invalid_arguments", "the text is not valid Unicode (a lone "
+                       "surrogate)", path=path) from exc
+
+
+def _format_size(size: int) -> str:
+    """``4.0K``-style sizes, as the SDK's reference backend shows them."""
+    if size == 0:
+        return "0B"
+    units = ["B", "K", "M", "G"]
+    i = min((size.bit_length() - 1) // 10, len(units) - 1)
+    value = size / (1024 ** i)
+    return f"{int(value)}{units[i]}" if value == int(value) else f"{value:.1f}{units[i]}"
+
+
+# -- the engine: the commands over one workspace ----------------------------------------
+
+
+class _Engine:
+    """The commands of the text editor and the memory tool over one workspace.
+
+    ``memory`` selects the memory tool's paths (``/memories/...``) and wording. Every
+    method returns a :class:`_Done` or raises :class:`_Refusal` or
+    :class:`~toolfs.errors.FsError`; :meth:`run` turns those into a ToolOutput.
+    """
+
+    def __init__(self, ws: Workspace | AsyncWorkspace, *, memory: bool,
+                 max_characters: int | None = None) -> None:
+        self.ws = ws.sync if isinstance(ws, AsyncWorkspace) else ws
+        if not isinstance(self.ws, Workspace):
+            raise TypeError("expected a toolfs.Workspace or toolfs.AsyncWorkspace")
+        self.memory = memory
+        self.max_characters = max_characters
+        self.advice = _MEMORY_ADVICE if memory else _ADVICE
+
+    @property
+    def fs(self) -> PolicyFileSystem:
+        return self.ws.fs
+
+    @property
+    def budget(self) -> int:
+        limit = self.ws.max_output_chars
+        return limit if self.max_characters is None else min(limit, self.max_characters)
+
+    # -- the entry point -----------------------------------------------------------
+
+    def run(self, arguments: object, commands: tuple[str, ...]) -> ToolOutput:
+        """Execute one command; never raises."""
+        try:
+            given = _checked(arguments, commands)
+            done = getattr(self, "_" + given["command"])(given)
+        except _Refusal as refusal:
+            # Credentials never reach the model, whichever wording carries the error.
+            message = self.ws.redacted(refusal.message)
+            return self._error_output(message, self.ws.masked(refusal.error))
+        except FsError as known:
+            masked = self.ws.masked(known)
+            return self._error_output(masked.message, masked)
+        except Exception as exc:  # the model gets a result, never a traceback
+            failure = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
+            failure.__cause__ = exc
+            masked = self.ws.masked(failure)
+            return self._error_output(masked.message, masked)
+        return ToolOutput(text=done.text, value=done.value, error=None,
+                          max_chars=self.ws.max_output_chars)
+
+    def _error_output(self, message: str, err: FsError) -> ToolOutput:
+        advice = self.advice.get(err.code, err.advice)
+        if len(message) > 4000:
+            message = message[:4000] + "..."
+        return ToolOutput(text=f"Error [{err.code}]: {message}\n{advice}", value=None,
+                          error=err, max_chars=self.ws.max_output_chars)
+
+    # -- paths ---------------------------------------------------------------------
+
+    def path(self, given: str) -> str:
+        """The workspace path of a model-given path (memory: below ``/memories``)."""
+        if not self.memory:
+            return given
+        if given != MEMORY_ROOT and not given.startswith(MEMORY_ROOT + "/"):
+            raise _refuse("outside_root",
+                          f"Path must start with /memories, got: {_shown(given, MAX_SHOWN_PATH)}")
+        rel = given[len(MEMORY_ROOT):].lstrip("/")
+        if rel and any(part == ".." for part in rel.split("/")):
+            raise self._escape(given)
+        return rel or "."
+
+    def _escape(self, given: str) -> _Refusal:
+        return _refuse("outside_root",
+                       f"Path {_shown(given, MAX_SHOWN_PATH)} would escape /memories directory")
+
+    def _translate(self, err: FsError, shown: str, given: str) -> _Refusal | FsError:
+        """toolfs's error in the reference wording where one exists."""
+        if err.code == "not_found" and not err.details.get("bucket"):
+            extra = ""
+            near = err.details.get("did_you_mean")
+            if near:
+                extra = f" Did you mean: {', '.join(self._shown_paths(near))}?"
+            return _refuse("not_found", f"The path {shown} does not exist. Please provide a "
+                           f"valid path.{extra}", cause=err)
+        if err.code == "outside_root" and self.memory:
+            return _Refusal(self._escape(given).message, err)
+        if err.code == "not_observed":
+            return _Refusal(f"{shown} has not been viewed in this session; view it before "
+                            "changing it", err)
+        message = err.message
+        if err.code == "stale":
+            message = message.replace("since you read it", "since you last viewed it")
+        if self.memory and err.path and message.startswith(err.path + " "):
+            # toolfs names files relative to the root; the model knows /memories/...
+            message = self._model_path(err.path) + message[len(err.path):]
+        return err if message == err.message else _Refusal(message, err)
+
+    def _shown_paths(self, paths: list[str]) -> list[str]:
+        if not self.memory:
+            return list(paths)
+        return [f"{MEMORY_ROOT}/{p}" for p in paths]
+
+    def _model_path(self, display: str) -> str:
+        """How a workspace display path is shown to the model."""
+        if not self.memory:
+            return display
+        return MEMORY_ROOT if display in ("", ".") else f"{MEMORY_ROOT}/{display}"
+
+    def _call(self, fn: Callable[[], T], shown: str, given: str) -> T:
+        try:
+            return fn()
+        except FsError as err:
+            translated = self._translate(err, shown, given)
+            if translated is err:
+                raise
+            raise translated from err
+
+    # -- view ----------------------------------------------------------------------
+
+    def _view(self, given: dict[str, Any]) -> _Done:
+        raw = given["path"]
+        shown = _shown(raw, MAX_SHOWN_PATH)
+        rel = self.path(raw)
+        view_range = given.get("view_range")
+        if rel == "." or (not self.memory and raw in ("", ".")):
+            return self._view_dir(".", shown, raw, view_range)
+        if rel.endswith("/"):
+            return self._view_dir(rel.rstrip("/") or ".", shown, raw, view_range)
+        start, end = 1, -1
+        if view_range is not None:
+            start, end = int(view_range[0]), int(view_range[1])
+            if start < 1:
+                raise _invalid(f"Invalid `view_range`: {list(view_range)}. Its first element "
+                               f"`{start}` should be at least 1")
+            if end != -1 and end < start:
+                raise _invalid(f"Invalid `view_range`: {list(view_range)}. Its second element "
+                               f"`{end}` should be larger or equal than its first `{start}`")
+        # No more lines than the budget could show (each numbered line takes at least 8
+        # characters): a streamed read of a huge file stays bounded.
+        room = self.budget // 8 + 1
+        limit = room if end == -1 else min(end - start + 1, room)
+        try:
+            result = tools.read(self.fs, ReadArgs(file_path=rel, offset=start, limit=limit))
+        except FsError as err:
+            if err.code == "not_a_file":
+                return self._view_dir(rel, shown, raw, view_range)
+            # Object stores have no directory objects: a prefix with files below it is
+            # a directory all the same.
+            if err.code == "not_found" and not err.details.get("bucket") and \
+                    self._exists(rel):
+                return self._view_dir(rel, shown, raw, view_range)
+            raise self._translate(err, shown, raw) from err
+        return _Done(self._render_view(result, shown, start, end), result)
+
+    def _render_view(self, r: ReadResult, shown: str, start: int, end: int) -> str:
+        if r.line_count == 0 and r.start_line > 1:
+            total = r.total_lines
+            if total is not None:
+                raise _refuse("invalid_arguments",
+                              f"Invalid `view_range`: [{start}, {end}]. Its first element "
+                              f"`{start}` should be within the range of lines of the file: "
+                              f"[1, {total}]")
+            raise _invalid(f"Invalid `view_range`: [{start}, {end}]: the file has fewer "
+                           f"than {start} lines")
+        header = f"Here's the content of {shown} with line numbers:"
+        if not r.lines:
+            return f"{header}\n(The file is empty.)"
+        room = self.budget - len(header) - 200  # the footer's room
+        rows: list[str] = []
+        used = 0
+        for i, line in enumerate(r.lines):
+            n = r.start_line + i
+            cut = r.cut_lines.get(n) if r.cut_lines else None
+            row = number_line(n, line, MAX_LINE_CHARS)
+            if cut is not None and len(line) <= MAX_LINE_CHARS:
+                row += f"... [line truncated: {len(line)} of {cut.chars} characters shown]"
+            if used + len(row) + 1 > room:
+                break
+            rows.append(row)
+            used += len(row) + 1
+        last = r.start_line + len(rows) - 1
+        footer = ""
+        more = r.total_lines is None or last < r.total_lines
+        if len(rows) < len(r.lines) or (end == -1 and more):
+            of = "" if r.total_lines is None else f" of {r.total_lines}"
+            footer = (f"\n(Output truncated: showing lines {r.start_line}-{last}{of}. "
+                      f"Use view_range [{last + 1}, -1] to see more.)")
+        return header + "\n" + "\n".join(rows) + footer
+
+    def _view_dir(self, rel: str, shown: str, raw: str,
+                  view_range: Any) -> _Done:
+        if view_range is not None:
+            raise _invalid("The `view_range` parameter is not allowed when `path` points to "
+                           "a directory.")
+        top = None if rel == "." else rel
+        entries: list[ListEntry] = []
+        rows: list[str] = []
+        truncated = False
+        level1 = self._call(lambda: list(self.fs.list_dir(top)), shown, raw)
+        for found in sorted(level1, key=lambda f: f.rel):
+            if len(entries) >= MAX_DIRECTORY_ENTRIES:
+                truncated = True
+                break
+            if found.rel.startswith("."):
+                continue
+            self._add_entry(found, found.rel, entries, rows, shown)
+            if found.kind != "dir":
+                continue
+            try:
+                level2 = sorted(self.fs.list_dir(found.path), key=lambda f: f.rel)
+            except FsError:
+                continue  # vanished or unreadable since the listing: shown as empty
+            for inner in level2:
+                if len(entries) >= MAX_DIRECTORY_ENTRIES:
+                    truncated = True
+                    break
+                if inner.rel.startswith("."):
+                    continue
+                self._add_entry(inner, f"{found.rel}/{inner.rel}", entries, rows, shown)
+        header = (f"Here're the files and directories up to 2 levels deep in {shown}, "
+                  "excluding hidden items:")
+        lines = [header, f"-\t{shown}", *rows]
+        text, used = "", 0
+        kept = 0
+        for line in lines:
+            if used + len(line) + 1 > self.budget - 200:
+                truncated = True
+                break
+            used += len(line) + 1
+            kept += 1
+        text = "\n".join(lines[:kept])
+        if truncated:
+            text += f"\n(Listing truncated: {kept - 2} entries shown.)"
+        value = ListResult(path=rel, entries=entries, truncated=truncated)
+        return _Done(text, value)
+
+    @staticmethod
+    def _add_entry(found: Found, rel: str, entries: list[ListEntry], rows: list[str],
+                   shown: str) -> None:
+        base = shown.rstrip("/")
+        if found.kind == "dir":
+            entries.append(ListEntry(name=rel + "/", kind="dir", size=None))
+            rows.append(f"-\t{base}/{rel}/")
+        else:
+            entries.append(ListEntry(name=rel, kind="file", size=found.size))
+            rows.append(f"{_format_size(found.size or 0)}\t{base}/{rel}")
+
+    # -- create --------------------------------------------------------------------
+
+    def _create(self, given: dict[str, Any]) -> _Done:
+        raw, text = given["path"], given["file_text"]
+        shown = _shown(raw, MAX_SHOWN_PATH)
+        rel = self._file_path(raw)
+        try:
+            result = tools.write(self.fs, WriteArgs(file_path=rel, content=text))
+        except FsError as err:
+            if err.code == "not_observed":
+                # Replacing a file needs a view of it first, as toolfs's write does.
+                raise _refuse("not_observed", f"File {shown} already exists",
+                              cause=err) from err
+            raise self._translate(err, shown, raw) from err
+        if result.action == "created":
+            return _Done(f"File created successfully at: {shown}", result)
+        return _Done(f"File overwritten successfully at: {shown}", result)
+
+    def _file_path(self, raw: str) -> str:
+        rel = self.path(raw)
+        if rel == ".":
+            if self.memory:
+                raise _refuse("not_a_file", "The path /memories is the memory directory, "
+                              "not a file")
+            raise _refuse("not_a_file", f"The path {_shown(raw, MAX_SHOWN_PATH)} is a "
+                          "directory, not a file")
+        return rel
+
+    # -- str_replace ---------------------------------------------------------------
+
+    def _str_replace(self, given: dict[str, Any]) -> _Done:
+        raw, old, new = given["path"], given["old_str"], given.get("new_str", "")
+        shown = _shown(raw, MAX_SHOWN_PATH)
+        rel = self._file_path(raw)
+        if not old:
+            raise _invalid("Parameter `old_str` must not be empty")
+        if normalize_newlines(old) == normalize_newlines(new):
+            raise _invalid("Parameters `old_str` and `new_str` are identical: nothing would "
+                           "change")
+        old_shown = _shown(old, MAX_SHOWN_OLD)
+        try:
+            result = tools.edit(self.fs, EditArgs(file_path=rel, old_string=old,
+                                                  new_string=new))
+        except FsError as err:
+            if err.code == "no_match":
+                hint = err.message.partition("old_string was not found in the file.")[2]
+                raise _refuse("no_match", f"No replacement was performed, old_str "
+                              f"`{old_shown}` did not appear verbatim in {shown}.{hint}",
+                              cause=err) from err
+            if err.code == "ambiguous_match":
+                lines = ", ".join(str(n) for n in err.details.get("lines", [])[:20])
+                more = ", ..." if err.details.get("count", 0) > 20 else ""
+                raise _refuse("ambiguous_match", f"No replacement was performed. Multiple "
+                              f"occurrences of old_str `{old_shown}` in lines: {lines}{more}. "
+                              "Please ensure it is unique", cause=err) from err
+            raise self._translate(err, shown, raw) from err
+        return _Done(self._edited(shown, result, insert=False), result)
+
+    def _edited(self, shown: str, r: EditResult, *, insert: bool) -> str:
+        rows = [number_line(r.snippet_start + i, line) for i, line in enumerate(r.snippet)]
+        snippet = "\n".join(rows)
+        if self.memory:
+            if insert:
+                return f"The file {shown} has been edited."
+            return ("The memory file has been edited. Here is the snippet showing the change "
+                    f"(with line numbers):\n{snippet}")
+        if insert:
+            return (f"The file {shown} has been edited. Here's the result of running `cat -n` "
+                    f"on a snippet of the edited file:\n{snippet}\n{_INSERT_NOTE}")
+        return (f"The file {shown} has been edited. Here's the result of running `cat -n` on "
+                f"a snippet of {shown}:\n{snippet}\n{_SNIPPET_NOTE}")
+
+    # -- insert --------------------------------------------------------------------
+
+    def _insert(self, given: dict[str, Any]) -> _Done:
+        raw, line, text = given["path"], given["insert_line"], given["text"]
+        shown = _shown(raw, MAX_SHOWN_PATH)
+        rel = self._file_path(raw)
+        with self._call(lambda: self.fs.open(rel, "rb", intent="edit"), shown, raw) as f:
+            doc = decode(f.read(), f.path)
+            body = doc.text
+            lines = split_lines(body)
+            if line < 0 or line > len(lines):
+                if f.cached:
+                    f.verify()  # an outdated view: "view it again" is the useful answer
+                raise _invalid(f"Invalid `insert_line` parameter: {line}. It should be within "
+                               f"the range [0, {len(lines)}].")
+            _check_text(text, f.path)
+            new_body, first, last = _inserted(body, line, text)
+            commit = f.commit(doc.encode(new_body), operation="edit")
+        start, snippet = lines_around(new_body, first, last, SNIPPET_CONTEXT)
+        result = EditResult(path=commit.path, replacements=1, replace_all=False,
+                            version=commit.version, lines=[line + 1],
+                            snippet=snippet, snippet_start=start)
+        return _Done(self._edited(shown, result, insert=True), result)
+
+    # -- delete (memory) -----------------------------------------------------------
+
+    def _delete(self, given: dict[str, Any]) -> _Done:
+        raw = given["path"]
+        shown = _shown(raw, MAX_SHOWN_PATH)
+        rel = self.path(raw)
+        if rel == ".":
+            raise _refuse("denied", "Cannot delete the /memories directory itself")
+        if self._is_file(rel, shown, raw):
+            try:
+                self.fs.rm_file(rel)
+            except FsError as err:
+                if err.code == "not_observed":
+                    raise _refuse("not_observed", f"Cannot delete {shown}: view it first",
+                                  cause=err) from err
+                if err.code == "stale":
+                    raise _refuse("stale", f"{shown} changed since you last viewed it; it "
+                                  "was not deleted", cause=err) from err
+                raise self._translate(err, shown, raw) from err
+            return _Done(f"Successfully deleted {shown}", None)
+        files = self._tree(rel)
+        if not files:
+            raise _refuse("not_found", f"The path {shown} does not exist")
+        # Every file must have been viewed at its current version: a delete must not
+        # remove an update this agent never saw. Checked for all before any is removed.
+        unseen = [f.path for f in files
+                  if self.fs.policy is not None and (
+                      (obs := self.fs.ledger.get(f.backend_path)) is None
+                      or obs.version is None)]
+        if unseen:
+            names = ", ".join(self._shown_paths(unseen[:10]))
+            more = f" and {len(unseen) - 10} more" if len(unseen) > 10 else ""
+            raise _refuse("not_observed", f"Cannot delete {shown}: view its files first "
+                          f"({names}{more} not viewed)")
+        done: list[str] = []
+        for f in files:
+            try:
+                self.fs.rm_file(f.path)
+            except FsError as err:
+                kept = len(files) - len(done)
+                msg = (f"Deleted {len(done)} of {len(files)} files in {shown}; stopped at "
+                       f"{self._model_path(f.path)}: {err.message}. {kept} files remain.")
+                raise _refuse(err.code, msg, cause=err) from err
+            done.append(f.path)
+        self._remove_empty_dirs(rel)
+        return _Done(f"Successfully deleted {shown}", None)
+
+    def _is_file(self, rel: str, shown: str, raw: str) -> bool:
+        return self._call(lambda: self.fs.isfile(rel), shown, raw)
+
+    def _tree(self, rel: str) -> list[Found]:
+        files = list(itertools.islice(self.fs.list_files(rel), MAX_TREE_FILES + 1))
+        if len(files) > MAX_TREE_FILES:
+            raise _refuse("too_large", f"{self._model_path(rel)} holds more than "
+                          f"{MAX_TREE_FILES} files, more than one command may change")
+        return sorted(files, key=lambda f: f.path)
+
+    def _remove_empty_dirs(self, rel: str) -> None:
+        """Local and memory filesystems keep empty directories; remove those left (best
+        effort: a directory another agent just wrote into is not empty and stays).
+        Object stores have no directories: nothing to do there."""
+        if not self.fs.store.capabilities.cheap_listing:
+            return
+        try:
+            target = self.fs.resolve(rel)
+            dirs = [target.backend_path]
+            for root, subdirs, _files in self.fs.fs.walk(target.backend_path):
+                dirs += [f"{root.rstrip('/')}/{d}" for d in subdirs]
+            for d in sorted(dirs, key=len, reverse=True):
+                # Not empty (another agent wrote into it) or already gone: it stays.
+                with contextlib.suppress(Exception):
+                    self.fs.fs.rmdir(d)
+        except Exception:  # a listing failure leaves directories, never files, behind
+            pass
+
+    # -- rename (memory) -----------------------------------------------------------
+
+    def _rename(self, given: dict[str, Any]) -> _Done:
+        old_raw, new_raw = given["old_path"], given["new_path"]
+        old_shown, new_shown = _shown(old_raw, MAX_SHOWN_PATH), _shown(new_raw, MAX_SHOWN_PATH)
+        old, new = self.path(old_raw), self.path(new_raw)
+        if old == ".":
+            raise _refuse("denied", "Cannot rename the /memories directory itself")
+        if new == ".":
+            raise _refuse("invalid_arguments", f"The destination {new_shown} already exists")
+        if new == old or new.startswith(old + "/"):
+            raise _invalid(f"Cannot rename {old_shown} into itself ({new_shown})")
+        self._call(lambda: self.fs.resolve(new), new_shown, new_raw)
+        if self._exists(new):
+            raise _refuse("invalid_arguments", f"The destination {new_shown} already exists")
+        if self._is_file(old, old_shown, old_raw):
+            self._call(lambda: self._move(old, new, new_shown), old_shown, old_raw)
+            return _Done(f"Successfully renamed {old_shown} to {new_shown}", None)
+        files = self._tree(old)
+        if not files:
+            raise _refuse("not_found", f"The path {old_shown} does not exist")
+        for moved, f in enumerate(files):
+            suffix = f.path[len(old) + 1:] if old != "." else f.path
+            try:
+                self._move(f.path, f"{new}/{suffix}", self._model_path(f"{new}/{suffix}"))
+            except (FsError, _Refusal) as exc:
+                err = exc if isinstance(exc, FsError) else exc.error
+                why = exc.message if isinstance(exc, _Refusal) else err.message
+                msg = (f"Renamed {moved} of {len(files)} files of {old_shown} to {new_shown}; "
+                       f"stopped at {self._model_path(f.path)}: {why}")
+                raise _refuse(err.code, msg, cause=err) from exc
+        self._remove_empty_dirs(old)
+        return _Done(f"Successfully renamed {old_shown} to {new_shown}", None)
+
+    def _exists(self, rel: str) -> bool:
+        """A file, or a directory with a file below it (object stores have no empty
+        directories)."""
+        if self.fs.isfile(rel):
+            return True
+        return next(iter(self.fs.list_files(rel)), None) is not None
+
+    def _move(self, old: str, new: str, new_shown: str) -> None:
+        """Move one file without losing an update: the bytes of one version of ``old``
+        are created at ``new`` (only if nothing is there), then ``old`` is deleted only if
+        it is still at that version; if it is not, the copy is removed again (only if it
+        is still the copy), so the file ends up in exactly one place, with every update."""
+        with self.fs.open(old, "rb") as src:  # an observation: the version of these bytes
+            if not src.complete:
+                raise fs_error("too_large", f"{src.path} is {src.size} bytes, over the "
+                               f"{self.fs.size_cap}-byte cap for whole-file writes; it "
+                               "cannot be renamed here", path=src.path)
+            data = src.read()
+            version = src.version
+        try:
+            copy = self.fs.pipe_file(new, data, mode="create", operation="write")
+        except FsError as err:
+            if err.code in ("stale", "not_observed"):  # created meanwhile by someone else
+                raise _refuse("invalid_arguments", f"The destination {new_shown} already "
+                              "exists", cause=err) from err
+            raise
+        try:
+            self.fs.rm_file(old, version=version)
+        except FsError as err:
+            self._undo(new, copy.version)
+            if err.code == "stale":
+                raise _refuse("stale", f"{self._model_path(old)} changed while it was being "
+                              "renamed; nothing was renamed", cause=err) from err
+            if err.code == "not_found":
+                raise _refuse("stale", f"{self._model_path(old)} was deleted while it was "
+                              "being renamed; nothing was renamed", cause=err) from err
+            raise
+
+    def _undo(self, path: str, version: FileVersion) -> None:
+        # If someone changed the copy already, it is theirs now and stays.
+        with contextlib.suppress(FsError):
+            self.fs.rm_file(path, version=version)
+
+
+def _inserted(body: str, line: int, text: str) -> tuple[str, int, int]:
+    """``body`` with ``text`` inserted as whole lines after line ``line`` (0: at the
+    start), and the offset where it starts. The file's line ending is used for the new
+    lines; the bytes around are unchanged, and a file without a final newline still has
+    none (the new text then goes after a line break added to the old last line).
+    Returns the new text and the span of the inserted lines in it."""
+    crlf = body.count("\r\n")
+    eol = "\r\n" if crlf and crlf * 2 >= body.count("\n") else "\n"
+    added = normalize_newlines(text)
+    if not added.endswith("\n"):
+        added += "\n"
+    added = added.replace("\n", eol)
+    offset = 0
+    for _ in range(line):
+        nl = body.find("\n", offset)
+        offset = len(body) if nl == -1 else nl + 1
+    if offset == len(body) and body and not body.endswith("\n"):
+        # After the last line of a file without a final newline: keep it without one.
+        start = len(body) + len(eol)
+        return body + eol + added[: -len(eol)], start, start + len(added) - len(eol)
+    return body[:offset] + added + body[offset:], offset, offset + len(added)
+
+
+# -- the text editor -----------------------------------------------------------------
+
+_EDITOR_COMMANDS = ("view", "create", "str_replace", "insert")
+_MEMORY_COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
+
+
+def _editor_definition(max_characters: int | None) -> dict[str, Any]:
+    definition: dict[str, Any] = {"type": TEXT_EDITOR_TYPE, "name": TEXT_EDITOR_NAME}
+    if max_characters is not None:
+        definition["max_characters"] = max_characters
+    return definition
+
+
+def _check_max_characters(max_characters: int | None) -> int | None:
+    if max_characters is not None and (isinstance(max_characters, bool)
+                                       or not isinstance(max_characters, int)
+                                       or max_characters < 1):
+        raise fs_error("invalid_arguments", "max_characters must be a positive integer")
+    return max_characters
+
+
+def _result(output: ToolOutput) -> str:
+    """A ToolOutput as the runner's tool result: the text, or ``ToolError`` (is_error)."""
+    if output.is_error:
+        raise ToolError(output.text)
+    return output.text
+
+
+class TextEditor(BetaBuiltinFunctionTool):
+    """The ``str_replace_based_edit_tool`` (``text_editor_20250728``) over a workspace.
+
+    Send :attr:`definition` in ``tools=[...]`` and answer each ``tool_use`` block with
+    :meth:`execute` (``.text`` is the ``tool_result`` content, ``.is_error`` its flag);
+    or hand the editor itself to ``client.beta.messages.tool_runner(tools=[editor])``.
+    Paths are relative to the workspace root (an absolute path must lie inside it).
+    ``max_characters`` (sent in the definition) also bounds what ``view`` returns.
+    """
+
+    def __init__(self, ws: Workspace | AsyncWorkspace, max_characters: int | None = None
+                 ) -> None:
+        super().__init__()
+        self.max_characters = _check_max_characters(max_characters)
+        self._engine = _Engine(ws, memory=False, max_characters=self.max_characters)
+
+    @property
+    def definition(self) -> dict[str, Any]:
+        """The tool param: ``{"type": "text_editor_20250728", "name":
+        "str_replace_based_edit_tool"}`` (+ ``max_characters`` when set)."""
+        return _editor_definition(self.max_characters)
+
+    def to_dict(self) -> Any:
+        return self.definition
+
+    def execute(self, input: Mapping[str, Any]) -> ToolOutput:
+        """Run one command (``view``, ``create``, ``str_replace``, ``insert``); never
+        raises."""
+        return self._engine.run(input, _EDITOR_COMMANDS)
+
+    async def aexecute(self, input: Mapping[str, Any]) -> ToolOutput:
+        """:meth:`execute` as a coroutine (the command runs on a worker thread)."""
+        return await asyncio.to_thread(self._engine.run, input, _EDITOR_COMMANDS)
+
+    def call(self, input: object) -> str:
+        """The tool runner's entry point: the text, or ``ToolError`` on an error."""
+        return _result(self.execute(cast(Mapping[str, Any], input)))
+
+
+class AsyncTextEditor(BetaAsyncBuiltinFunctionTool):
+    """:class:`TextEditor` with a coroutine :meth:`execute` (and runnable by the async
+    tool runner); each command runs on a worker thread."""
+
+    def __init__(self, ws: Workspace | AsyncWorkspace, max_characters: int | None = None
+                 ) -> None:
+        super().__init__()
+        self.max_characters = _check_max_characters(max_characters)
+        self._engine = _Engine(ws, memory=False, max_characters=self.max_characters)
+
+    @property
+    def definition(self) -> dict[str, Any]:
+        """The same tool param as :attr:`TextEditor.definition`."""
+        return _editor_definition(self.max_characters)
+
+    def to_dict(self) -> Any:
+        return self.definition
+
+    async def execute(self, input: Mapping[str, Any]) -> ToolOutput:
+        """Run one command on a worker thread; never raises."""
+        return await asyncio.to_thread(self._engine.run, input, _EDITOR_COMMANDS)
+
+    async def call(self, input: object) -> str:
+        return _result(await self.execute(cast(Mapping[str, Any], input)))
+
+
+# -- the memory tool -------------------------------------------------------------------
+
+
+def _command_input(command: Any) -> dict[str, Any]:
+    """A memory command object (or a plain mapping) back to the model's input."""
+    if isinstance(command, Mapping):
+        return dict(command)
+    dump = getattr(command, "model_dump", None)
+    if dump is not None:
+        data = dump(exclude_none=True)
+        return dict(data) if isinstance(data, Mapping) else {}
+    return {}
+
+
+class MemoryTool(BetaAbstractMemoryTool):
+    """The memory tool (``memory_20250818``) over a workspace: ``/memories/...`` is the
+    workspace root. ``client.beta.messages.tool_runner(tools=[MemoryTool(ws)])``.
+
+    Commands: view, create, str_replace, insert, delete, rename; each returns the SDK's
+    reference text or raises ``ToolError`` (so the result carries ``is_error``) with
+    the reference wording plus toolfs's code and advice. Changes are conditional, so
+    many agents sharing one memory directory never lose each other's updates:
+
+    * ``create`` of a new file always works; over an existing file it replaces it only
+      when this agent has viewed the current version (toolfs's ``write`` rule), else it
+      is refused (``File ... already exists``, ``not_observed``);
+    * ``str_replace``/``insert`` need a view and are ``stale`` after another change;
+    * ``delete`` needs a view of the file (of every file, for a directory);
+    * ``rename`` moves the bytes of one version and deletes only that version, so an
+      update made meanwhile makes it ``stale`` and nothing moves.
+
+    :meth:`execute_input` returns the full :class:`toolfs.ToolOutput` for a raw input.
+    """
+
+    def __init__(self, ws: Workspace | AsyncWorkspace, *,
+                 cache_control: Any = None) -> None:
+        super().__init__(cache_control=cache_control)
+        self._engine = _Engine(ws, memory=True)
+
+    def execute_input(self, input: Mapping[str, Any]) -> ToolOutput:
+        """Run one command from the model's raw input; never raises."""
+        return self._engine.run(input, _MEMORY_COMMANDS)
+
+    def call(self, input: object) -> str:
+        """The tool runner's entry point (the input is checked here, so malformed input
+        gets a structured error instead of the SDK's attribute errors)."""
+        return _result(self.execute_input(cast(Mapping[str, Any], input)))
+
+    def _run(self, command: Any) -> str:
+        return _result(self.execute_input(_command_input(command)))
+
+    def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
+        return self._run(command)
+
+    def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
+        return self._run(command)
+
+    def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        return self._run(command)
+
+    def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        return self._run(command)
+
+    def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
+        return self._run(command)
+
+    def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
+        return self._run(command)
+
+
+class AsyncMemoryTool(BetaAsyncAbstractMemoryTool):
+    """:class:`MemoryTool` for ``AsyncAnthropic``'s tool runner (each command runs on a
+    worker thread)."""
+
+    def __init__(self, ws: Workspace | AsyncWorkspace, *,
+                 cache_control: Any = None) -> None:
+        super().__init__(cache_control=cache_control)
+        self._engine = _Engine(ws, memory=True)
+
+    async def execute_input(self, input: Mapping[str, Any]) -> ToolOutput:
+        """Run one command from the model's raw input; never raises."""
+        return await asyncio.to_thread(self._engine.run, input, _MEMORY_COMMANDS)
+
+    async def call(self, input: object) -> str:
+        return _result(await self.execute_input(cast(Mapping[str, Any], input)))
+
+    async def _run(self, command: Any) -> str:
+        return _result(await self.execute_input(_command_input(command)))
+
+    async def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
+        return await self._run(command)
+
+    async def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
+        return await self._run(command)
+
+    async def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        return await self._run(command)
+
+    async def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        return await self._run(command)
+
+    async def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
+        return await self._run(command)
+
+    async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
+        return await self._run(command)
+
+
+# -- toolfs's six tools for the tool runner ---------------------------------------------
+
+
+def _read_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """``agent_toolset_20260401``'s ``read`` takes ``view_range`` ``[start, end]``
+    (1-based, inclusive; an end of 0 or less: to the end of the file); it becomes
+    offset/limit. Only this adapter accepts it (the pinned schema does not list it)."""
+    if "view_range" not in arguments:
+        return arguments
+    view_range = arguments.pop("view_range")
+    if view_range is None:
+        return arguments
+    if "offset" in arguments or "limit" in arguments:
+        raise fs_error("invalid_arguments", "give view_range or offset/limit, not both")
+    if not (isinstance(view_range, list | tuple) and len(view_range) == 2
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in view_range)):
+        raise fs_error("invalid_arguments",
+                       "view_range must be [start_line, end_line] (two integers)")
+    start, end = view_range
+    if start < 1:
+        raise fs_error("invalid_arguments", "view_range: start_line must be at least 1")
+    if end > 0 and end < start:
+        raise fs_error("invalid_arguments",
+                       "view_range: end_line must be at least start_line (or 0 or less "
+                       "for the end of the file)")
+    arguments["offset"] = start
+    if end > 0:
+        arguments["limit"] = end - start + 1
+    return arguments
+
+
+def _arguments(ws: Workspace, name: str, arguments: dict[str, Any]
+               ) -> dict[str, Any] | ToolOutput:
+    """The arguments for ``Workspace.execute``, or the error output of a bad view_range."""
+    if name != "read":
+        return arguments
+    try:
+        return _read_arguments(dict(arguments))
+    except FsError as err:
+        return render_output(err, ws.max_output_chars)
+
+
+def _sync_tool(ws: Workspace, name: str) -> Callable[..., str]:
+    def run(**arguments: Any) -> str:
+        given = _arguments(ws, name, arguments)
+        return _result(given if isinstance(given, ToolOutput) else ws.execute(name, given))
+    run.__name__ = name
+    return run
+
+
+def _async_tool(ws: AsyncWorkspace, name: str) -> Callable[..., Any]:
+    async def run(**arguments: Any) -> str:
+        given = _arguments(ws.sync, name, arguments)
+        if isinstance(given, ToolOutput):
+            return _result(given)
+        return _result(await ws.execute(name, given))
+    run.__name__ = name
+    return run
+
+
+def beta_tools(ws: Workspace | AsyncWorkspace, tools: list[str] | tuple[str, ...] | None = None
+               ) -> list[Any]:
+    """toolfs's tools (read, write, edit, glob, grep, ls, or the subset ``tools``) for
+    ``client.beta.messages.tool_runner(tools=beta_tools(ws))``.
+
+    Each is the SDK's ``BetaFunctionTool`` (``BetaAsyncFunctionTool`` for an
+    :class:`~toolfs.AsyncWorkspace`, for ``AsyncAnthropic``) with toolfs's pinned input
+    schema and description; the result is toolfs's text, and an error is raised as the
+    SDK's ``ToolError`` so the tool result carries ``is_error`` and toolfs's text (code
+    and advice). ``read`` also takes ``view_range`` (``agent_toolset_20260401``).
+    """
+    sync_ws = ws.sync if isinstance(ws, AsyncWorkspace) else ws
+    out: list[Any] = []
+    for definition in sync_ws.tool_definitions("anthropic", tools):
+        name = definition["name"]
+        if isinstance(ws, AsyncWorkspace):
+            out.append(BetaAsyncFunctionTool(
+                _async_tool(ws, name), name=name, description=definition["description"],
+                input_schema=definition["input_schema"]))
+        else:
+            out.append(BetaFunctionTool(
+                _sync_tool(ws, name), name=name, description=definition["description"],
+                input_schema=definition["input_schema"]))
+    return out
+
