@@ -108,11 +108,15 @@ def test_storage_options_decode_json_but_keep_credentials_as_text() -> None:
 # -- schema ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fmt", ["openai", "anthropic", "mcp", "json_schema"])
-def test_schema_prints_the_definitions(capsys: pytest.CaptureFixture[str], fmt: str) -> None:
-    code, out, _ = run(capsys, "schema", "--format", fmt)
+@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize("fmt", ["openai", "openai_responses", "anthropic", "mcp", "json_schema"])
+def test_schema_prints_the_definitions(capsys: pytest.CaptureFixture[str], fmt: str,
+                                       strict: bool) -> None:
+    code, out, _ = run(capsys, "schema", "--format", fmt, *(["--strict"] if strict else []))
     assert code == 0
-    assert json.loads(out) == tool_definitions(fmt)  # type: ignore[arg-type]
+    assert json.loads(out) == tool_definitions(fmt, strict=strict)  # type: ignore[arg-type]
+    assert (tool_definitions(fmt, strict=True)  # type: ignore[arg-type]
+            != tool_definitions(fmt))  # type: ignore[arg-type]
 
 
 def test_python_dash_m_and_the_script() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import uuid
+from typing import Any
 
 import jsonschema
 import pytest
@@ -147,3 +149,100 @@ def test_foreign_errors_are_translated_with_their_cause() -> None:
     out = ws.execute("read", {"file_path": "x.txt"})
     assert out.error is not None and out.error.code == "backend_error"
     assert "disk on fire" in out.text and "Traceback" not in out.text
+
+
+# -- the providers' own types, and strict mode -------------------------------------------
+
+
+def _provider_type(fmt: str) -> object:
+    if fmt == "openai":
+        from openai.types.chat import ChatCompletionFunctionToolParam
+        return ChatCompletionFunctionToolParam
+    if fmt == "openai_responses":
+        from openai.types.responses import FunctionToolParam
+        return FunctionToolParam
+    from anthropic.types import ToolParam
+    return ToolParam
+
+
+@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize("fmt", ["openai", "openai_responses", "anthropic"])
+def test_definitions_validate_as_the_provider_sdk_types(fmt: str, strict: bool) -> None:
+    """Each shape is exactly what the provider's own SDK type accepts (extra keys are
+    forbidden, so a misspelt or misplaced field fails)."""
+    import typing
+
+    from pydantic import TypeAdapter
+
+    kind: Any = _provider_type(fmt)
+    adapter = TypeAdapter(kind)
+    for d in toolfs.tool_definitions(fmt, strict=strict):  # type: ignore[arg-type]
+        adapter.validate_python(d)
+        assert set(d) <= set(typing.get_type_hints(kind)), d.keys()
+        if fmt == "openai":
+            from openai.types.shared_params import FunctionDefinition
+            assert set(d["function"]) <= set(typing.get_type_hints(FunctionDefinition))
+        if fmt == "openai_responses":
+            assert d["type"] == "function" and d["strict"] is strict
+            assert set(d) == {"type", "name", "description", "parameters", "strict"}
+        if fmt == "openai":
+            assert d["function"].get("strict", False) is strict
+
+
+@pytest.mark.parametrize("tool", ["read", "write", "edit", "glob", "grep", "ls"])
+def test_strict_schemas_are_what_strict_mode_needs(tool: str) -> None:
+    """Every property required, the optional ones nullable with the pinned constraints
+    kept, no defaults: the Agents SDK's own strict conversion leaves it unchanged."""
+    from agents.strict_schema import ensure_strict_json_schema
+
+    from toolfs.schemas import optional_fields, strict_input_schema
+
+    strict, plain = strict_input_schema(tool), input_schema(tool)
+    assert ensure_strict_json_schema(json.loads(json.dumps(strict))) == strict
+    assert set(strict["required"]) == set(strict["properties"]) == set(plain["properties"])
+    assert strict["additionalProperties"] is False
+    for key, prop in strict["properties"].items():
+        if key in optional_fields(tool):
+            original = dict(plain["properties"][key])
+            original.pop("default", None)
+            original.pop("description", None)
+            assert prop["anyOf"] == [original, {"type": "null"}]
+            assert "null: the default" in prop["description"]
+        else:
+            assert prop == plain["properties"][key]
+        assert "default" not in json.dumps(prop).replace("the default", "")
+    jsonschema.Draft202012Validator.check_schema(strict)
+
+
+_FULL_CALLS = {
+    "read": {"file_path": "a.txt"},
+    "write": {"file_path": "b.txt", "content": "new\n"},
+    "edit": {"file_path": "a.txt", "old_string": "one", "new_string": "uno"},
+    "glob": {"pattern": "*.txt"},
+    "grep": {"pattern": "one"},
+    "ls": {},
+}
+
+
+@pytest.mark.parametrize("tool", sorted(_FULL_CALLS))
+def test_execute_takes_the_nulls_of_a_strict_call_as_not_given(tool: str) -> None:
+    """A strict-mode call (every optional argument null) answers exactly as the same
+    call with them left out; a null required argument is still refused."""
+    from toolfs.schemas import optional_fields, strict_input_schema
+
+    def run(arguments: dict[str, object]) -> str:
+        ws = toolfs.Workspace(f"memory://strict-nulls-{uuid.uuid4().hex}")
+        ws.write("a.txt", "one\n")
+        return ws.execute(tool, arguments).text
+
+    call = _FULL_CALLS[tool]
+    nulls = {k: None for k in optional_fields(tool)}
+    strict_call = {**call, **nulls}
+    jsonschema.validate(strict_call, strict_input_schema(tool))
+    plain = run(call)
+    assert not plain.startswith("Error"), plain
+    assert run(strict_call) == plain
+    required = [k for k in input_schema(tool).get("required", ())]
+    if required:
+        refused = run({**strict_call, required[0]: None})
+        assert refused.startswith("Error [invalid_arguments]"), refused

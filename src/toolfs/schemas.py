@@ -3,12 +3,15 @@
 
 These pydantic models are a public contract: field names, required/optional sets and
 defaults do not change. :func:`tool_definitions` exports them as plain JSON Schema and
-in the OpenAI function-tool, Anthropic tool and MCP tool shapes.
+in the OpenAI function-tool (Chat Completions and Responses), Anthropic tool and MCP tool
+shapes, and in the strict form (:func:`strict_input_schema`) that OpenAI's strict mode
+and the Agents SDK send by default.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -18,7 +21,7 @@ from toolfs.errors import fs_error
 DEFAULT_LIMIT = 2000
 
 ToolName = Literal["read", "write", "edit", "glob", "grep", "ls"]
-DefinitionFormat = Literal["openai", "anthropic", "mcp", "json_schema"]
+DefinitionFormat = Literal["openai", "openai_responses", "anthropic", "mcp", "json_schema"]
 
 
 class _Args(BaseModel):
@@ -188,15 +191,53 @@ def input_schema(tool: str) -> dict[str, Any]:
     return schema
 
 
+def strict_input_schema(tool: str) -> dict[str, Any]:
+    """The input schema of ``tool`` in the form strict mode needs (OpenAI structured
+    outputs, the Agents SDK's default): every property required, each optional one
+    nullable, no ``default`` keywords, the pinned constraints kept. ``null`` means "not
+    given": :meth:`toolfs.Workspace.execute` applies the default."""
+    schema = input_schema(tool)
+    required = set(schema.get("required", ()))
+    for key, prop in list(schema["properties"].items()):
+        if key in required:
+            continue
+        prop.pop("default", None)
+        description = prop.pop("description", None)
+        # The description stays beside anyOf, where strict mode accepts it, and says what
+        # null means (the pinned descriptions name the defaults).
+        default = ARGS_MODELS[tool].model_fields[key].default
+        shown = "" if default is None else f" ({json.dumps(default)})"
+        schema["properties"][key] = {
+            "anyOf": [prop, {"type": "null"}],
+            "description": f"{description or ''} null: the default{shown}.".lstrip()}
+    schema["required"] = list(schema["properties"])
+    schema["additionalProperties"] = False
+    return schema
+
+
+def optional_fields(tool: str) -> frozenset[str]:
+    """The arguments of ``tool`` a call may leave out (or send as ``null``)."""
+    return frozenset(k for k, f in ARGS_MODELS[tool].model_fields.items()
+                     if not f.is_required())
+
+
 def tool_definitions(format: DefinitionFormat = "json_schema",
-                     tools: list[str] | tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+                     tools: list[str] | tuple[str, ...] | None = None, *,
+                     strict: bool = False) -> list[dict[str, Any]]:
     """The tool definitions (all six, or the subset ``tools`` names, in that order) in the
     shape ``format`` expects.
 
     * ``json_schema``: ``{"name", "description", "input_schema"}`` with plain JSON Schema;
-    * ``openai``: ``{"type": "function", "function": {"name", "description", "parameters"}}``;
+    * ``openai``: ``{"type": "function", "function": {"name", "description", "parameters"}}``
+      (Chat Completions);
+    * ``openai_responses``: ``{"type": "function", "name", "description", "parameters",
+      "strict"}`` (the Responses API's flat shape);
     * ``anthropic``: ``{"name", "description", "input_schema"}``;
     * ``mcp``: ``{"name", "title", "description", "inputSchema", "annotations"}``.
+
+    ``strict=True`` gives :func:`strict_input_schema` schemas (and ``"strict": true`` in
+    the OpenAI shapes); ``Workspace.execute`` treats the ``null`` s such a model sends
+    for optional arguments as "not given".
     """
     names = list(ARGS_MODELS) if tools is None else list(tools)
     unknown = [n for n in names if n not in ARGS_MODELS]
@@ -205,11 +246,16 @@ def tool_definitions(format: DefinitionFormat = "json_schema",
                        + ", ".join(ARGS_MODELS))
     out: list[dict[str, Any]] = []
     for name in names:
-        schema = input_schema(name)
+        schema = strict_input_schema(name) if strict else input_schema(name)
         desc = DESCRIPTIONS[name]
         if format == "openai":
-            out.append({"type": "function",
-                        "function": {"name": name, "description": desc, "parameters": schema}})
+            function: dict[str, Any] = {"name": name, "description": desc, "parameters": schema}
+            if strict:
+                function["strict"] = True
+            out.append({"type": "function", "function": function})
+        elif format == "openai_responses":
+            out.append({"type": "function", "name": name, "description": desc,
+                        "parameters": schema, "strict": strict})
         elif format in ("anthropic", "json_schema"):
             out.append({"name": name, "description": desc, "input_schema": schema})
         elif format == "mcp":
@@ -217,5 +263,6 @@ def tool_definitions(format: DefinitionFormat = "json_schema",
                         "inputSchema": schema, "annotations": copy.deepcopy(ANNOTATIONS[name])})
         else:
             raise fs_error("invalid_arguments",
-                           f"unknown format {format!r}; use openai, anthropic, mcp or json_schema")
+                           f"unknown format {format!r}; use openai, openai_responses, "
+                           "anthropic, mcp or json_schema")
     return out

@@ -39,6 +39,7 @@ from toolfs.schemas import (
     LsArgs,
     ReadArgs,
     WriteArgs,
+    optional_fields,
 )
 from toolfs.schemas import tool_definitions as _tool_definitions
 
@@ -51,6 +52,7 @@ _TOOLS: dict[str, Callable[[PolicyFileSystem, Any], ToolResult]] = {
     "read": tools.read, "write": tools.write, "edit": tools.edit,
     "glob": tools_discovery.glob, "grep": tools_discovery.grep, "ls": tools_discovery.ls,
 }
+_OPTIONAL = {name: optional_fields(name) for name in ARGS_MODELS}
 
 
 class Workspace:
@@ -230,7 +232,11 @@ class Workspace:
             raise fs_error("invalid_arguments", "arguments must be a JSON object")
         if not all(isinstance(k, str) for k in arguments):
             raise fs_error("invalid_arguments", "argument names must be strings")
-        return self._guarded(_TOOLS[tool], _validate(model, dict(arguments)))
+        # A strict-mode model sends every property, the optional ones as null
+        # (`tool_definitions(strict=True)`): null there means "not given".
+        optional = _OPTIONAL[tool]
+        given = {k: v for k, v in arguments.items() if v is not None or k not in optional}
+        return self._guarded(_TOOLS[tool], _validate(model, given))
 
     # -- context ------------------------------------------------------------------
 
@@ -239,10 +245,10 @@ class Workspace:
         return self.fs.context_id
 
     def tool_definitions(self, format: DefinitionFormat = "json_schema",
-                         tools: list[str] | tuple[str, ...] | None = None
-                         ) -> list[dict[str, Any]]:
+                         tools: list[str] | tuple[str, ...] | None = None, *,
+                         strict: bool = False) -> list[dict[str, Any]]:
         """The tool definitions (see :func:`toolfs.tool_definitions`)."""
-        return _tool_definitions(format, tools)
+        return _tool_definitions(format, tools, strict=strict)
 
     def check_root(self) -> None:
         """Raise ``not_found`` if the root cannot hold files (a missing bucket or

@@ -1,7 +1,8 @@
 """The ``toolfs`` command line (also ``python -m toolfs``).
 
 * ``toolfs demo [--backend memory|local|s3]``: two agents, one file, one stale edit refused.
-* ``toolfs schema [--format openai|anthropic|mcp|json_schema]``: the tool definitions (JSON).
+* ``toolfs schema [--format openai|openai_responses|anthropic|mcp|json_schema] [--strict]``:
+  the tool definitions (JSON).
 * ``toolfs serve URL [--tools read,grep,...]``: the MCP server, over stdio or streamable
   HTTP.
 * ``toolfs glob PATTERN URL``, ``toolfs grep PATTERN URL``, ``toolfs ls URL``: discovery
@@ -25,7 +26,7 @@ from typing import Any, NoReturn
 from toolfs.redact import Redactor, is_credential_name
 
 TOKEN_ENV = "TOOLFS_TOKEN"
-FORMATS = ("json_schema", "openai", "anthropic", "mcp")
+FORMATS = ("json_schema", "openai", "openai_responses", "anthropic", "mcp")
 
 
 class UsageError(Exception):
@@ -95,6 +96,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="the shape to print (default: json_schema)")
     schema.add_argument("--tools", type=_tool_list, default=None, metavar="LIST",
                         help="only these tools, comma-separated (default: all six)")
+    schema.add_argument("--strict", action="store_true",
+                        help="strict-mode schemas: every property required, optional ones "
+                        "nullable (OpenAI strict mode, the Agents SDK's default)")
     schema.set_defaults(command=_schema, name="schema")
 
     # Discovery for a person at a terminal: the same answers the model gets.
@@ -203,7 +207,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _schema(args: argparse.Namespace) -> int:
     from toolfs.schemas import tool_definitions
 
-    print(json.dumps(tool_definitions(args.format, args.tools), indent=2))
+    print(json.dumps(tool_definitions(args.format, args.tools, strict=args.strict), indent=2))
     return 0
 
 

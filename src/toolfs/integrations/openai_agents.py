@@ -22,7 +22,6 @@ to do next) as the tool's output, and so do invalid arguments, malformed JSON in
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -32,7 +31,7 @@ from agents.tool_context import ToolContext
 
 from toolfs.errors import fs_error
 from toolfs.render import render_output
-from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, input_schema
+from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, strict_input_schema
 from toolfs.workspace import AsyncWorkspace, Workspace
 
 __all__ = ["ApprovalFunction", "function_tools", "strict_schema"]
@@ -77,25 +76,11 @@ def function_tools(
 
 
 def strict_schema(tool: str) -> dict[str, Any]:
-    """The pinned input schema of ``tool`` in the form strict mode needs: every property
-    required, each optional one nullable (``null`` means "use the default"), no
-    ``default`` keywords. The SDK's ``ensure_strict_json_schema`` leaves it unchanged."""
-    schema = copy.deepcopy(input_schema(tool))
-    optional = [k for k in schema["properties"] if k not in set(schema.get("required", ()))]
-    for key in optional:
-        prop = schema["properties"][key]
-        prop.pop("default", None)
-        description = prop.pop("description", None)
-        # The description stays beside anyOf, where strict mode accepts it, and says what
-        # null means (the pinned descriptions name the defaults).
-        default = ARGS_MODELS[tool].model_fields[key].default
-        shown = "" if default is None else f" ({json.dumps(default)})"
-        nullable: dict[str, Any] = {"anyOf": [prop, {"type": "null"}]}
-        nullable["description"] = f"{description or ''} null: the default{shown}.".lstrip()
-        schema["properties"][key] = nullable
-    schema["required"] = list(schema["properties"])
-    schema["additionalProperties"] = False
-    return schema
+    """The pinned input schema of ``tool`` in the form strict mode needs
+    (:func:`toolfs.schemas.strict_input_schema`): every property required, each optional
+    one nullable (``null`` means "use the default"), no ``default`` keywords. The SDK's
+    ``ensure_strict_json_schema`` leaves it unchanged."""
+    return strict_input_schema(tool)
 
 
 def _invoker(aws: AsyncWorkspace, name: str) -> Callable[[ToolContext[Any], str], Awaitable[str]]:
