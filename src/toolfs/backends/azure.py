@@ -271,6 +271,7 @@ class AzureBlobStore(AsyncStore):
     async def get_async(
         self, path: str, *, start: int = 0, length: int | None = None,
         if_version: FileVersion | None = None, explain_missing: bool = True,
+        _again: bool = False,
     ) -> Blob:
         """See :meth:`Store.get`; with ``explain_missing`` a 404 is checked for a
         "directory", a file above it, or a missing container (extra requests, on 404
@@ -288,16 +289,24 @@ class AzureBlobStore(AsyncStore):
         try:
             try:
                 downloader = await client.download_blob(**kw)
+                data: bytes = await downloader.readall()
             except HttpResponseError as exc:
-                if _status(exc) != 416:
+                if _status(exc) != 416 or not ranged:
                     raise
                 # An empty blob answers 416 to any range (as does a start past the
-                # end): one unranged GET gets its version and size.
+                # end). Its properties say version and size in one request, with the
+                # same pin; there are no bytes to carry.
                 kw.pop("offset", None)
                 kw.pop("length", None)
-                ranged = False
-                downloader = await client.download_blob(**kw)
-            data: bytes = await downloader.readall()
+                head = await client.get_blob_properties(**kw)
+                if head.size > start and not _again:
+                    # It grew in between: read the range afresh, once.
+                    return await self.get_async(path, start=start, length=length,
+                                                if_version=if_version,
+                                                explain_missing=explain_missing,
+                                                _again=True)
+                return Blob(data=b"", version=_version_of(head), size=int(head.size),
+                            start=min(start, int(head.size)))
         except Exception as exc:
             err = _translate(exc, path, container)
             if err.code == "not_found" and err.details.get("bucket"):
@@ -317,9 +326,7 @@ class AzureBlobStore(AsyncStore):
             start = 0
         if length is not None:
             data = data[:length]
-        version = FileVersion(kind="etag", value=_quoted(props.etag),
-                              version_id=getattr(props, "version_id", None))
-        return Blob(data=data, version=version, size=size, start=start)
+        return Blob(data=data, version=_version_of(props), size=size, start=start)
 
     # -- writing ----------------------------------------------------------------------
 
@@ -420,8 +427,7 @@ class AzureBlobStore(AsyncStore):
         if stored is None or bytes(stored) != hashlib.md5(
                 data, usedforsecurity=False).digest() or props.size != len(data):
             return None
-        return FileVersion(kind="etag", value=_quoted(props.etag),
-                           version_id=getattr(props, "version_id", None))
+        return _version_of(props)
 
     async def delete_async(self, path: str, mode: Update | Overwrite) -> None:
         container, key = self._split(path)
@@ -493,6 +499,12 @@ def _no_container(container: str, path: str) -> FsError:
     # "bucket" is the key the policy looks for (a missing bucket is not a missing file).
     return fs_error("not_found", f"the container {container} does not exist", path=path,
                     details={"bucket": container, "container": container})
+
+
+def _version_of(props: Any) -> FileVersion:
+    """The version in a response's blob properties (download or Get Blob Properties)."""
+    return FileVersion(kind="etag", value=_quoted(props.etag),
+                       version_id=getattr(props, "version_id", None) or None)
 
 
 def _quoted(etag: str) -> str:
