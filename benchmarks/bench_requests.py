@@ -28,16 +28,21 @@ def count(emu: Any, call: Callable[[], object]) -> int:
     return sum(1 for r in emu.requests() if not r.path.startswith("/_toolfs"))
 
 
+def version_of(info: dict[str, Any]) -> str:
+    """The version in an fsspec ``info`` (s3fs ETag, gcsfs generation, adlfs etag)."""
+    return str(info.get("ETag") or info.get("generation") or info.get("etag"))
+
+
 def naive_read(fs: Any, key: str) -> tuple[bytes, str]:
     fs.invalidate_cache()
     info = fs.info(key)
-    return bytes(fs.cat_file(key)), str(info.get("ETag") or info.get("generation") or info.get("etag"))
+    return bytes(fs.cat_file(key)), version_of(info)
 
 
 def naive_edit(fs: Any, key: str, old: bytes, new: bytes, seen: str) -> None:
     fs.invalidate_cache()
     info = fs.info(key)
-    if str(info.get("ETag") or info.get("generation") or info.get("etag")) != seen:
+    if version_of(info) != seen:
         raise RuntimeError("stale")
     data = bytes(fs.cat_file(key)).replace(old, new, 1)
     fs.invalidate_cache()

@@ -1,8 +1,9 @@
 """The benchmark scripts run: each ``--tiny`` run exits 0 and prints a Markdown table.
 
 No timings are asserted; the numbers of a ``--tiny`` run are noise. bench_requests.py (S3,
-GCS and Azure) and bench_throughput.py (S3) start their own emulators (moto, fake-gcs-server, Azurite),
-which the ``test`` extra installs.
+GCS and Azure) and bench_throughput.py (S3) start their own emulators (moto,
+fake-gcs-server, which the ``test`` extra installs, and Azurite, which npm installs on
+first use).
 """
 
 from __future__ import annotations

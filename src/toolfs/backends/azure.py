@@ -299,6 +299,9 @@ class AzureBlobStore(AsyncStore):
                 kw.pop("offset", None)
                 kw.pop("length", None)
                 head = await client.get_blob_properties(**kw)
+                if _marks_folder(getattr(head, "metadata", None)):
+                    raise fs_error("not_a_file", f"{path} is a directory",
+                                   path=path) from exc
                 if head.size > start and not _again:
                     # It grew in between: read the range afresh, once.
                     return await self.get_async(path, start=start, length=length,
@@ -319,6 +322,9 @@ class AzureBlobStore(AsyncStore):
                     raise conflict from exc
             raise err from exc
         props = downloader.properties
+        if _marks_folder(getattr(props, "metadata", None)):
+            # An ADLS Gen2 directory seen through the Blob API (its metadata says so).
+            raise fs_error("not_a_file", f"{path} is a directory", path=path)
         content_range = getattr(props, "content_range", None)
         size = (int(str(content_range).rsplit("/", 1)[1]) if content_range
                 else len(data))
@@ -521,8 +527,12 @@ def _is_marker(item: Any) -> bool:
     """A blob that stands for a directory, not a file."""
     if item.name.endswith("/"):
         return True
-    meta = {k.lower(): str(v).lower() for k, v in (getattr(item, "metadata", None) or {}
-                                                  ).items()}
+    return _marks_folder(getattr(item, "metadata", None))
+
+
+def _marks_folder(metadata: Any) -> bool:
+    """Whether blob metadata marks a directory (``hdi_isfolder``, adlfs's marker)."""
+    meta = {str(k).lower(): str(v).lower() for k, v in (metadata or {}).items()}
     return any(meta.get(k) == v for k, v in _FOLDER_MARKS)
 
 

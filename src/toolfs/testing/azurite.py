@@ -38,6 +38,7 @@ the storage options until interrupted.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import re
@@ -292,10 +293,9 @@ class AzuriteEmulator(_Emulator):
     def adlfs_filesystem(self, **overrides: Any) -> AbstractFileSystem:
         """A new ``adlfs.AzureBlobFileSystem`` for this emulator, bypassing fsspec's
         instance cache (listings cached by one test stay out of the next)."""
-        from adlfs import AzureBlobFileSystem
-
+        adlfs = importlib.import_module("adlfs")  # optional: the ``azure`` extra
         options = {**self.adlfs_storage_options(), "skip_instance_cache": True, **overrides}
-        filesystem: AbstractFileSystem = AzureBlobFileSystem(**options)
+        filesystem: AbstractFileSystem = adlfs.AzureBlobFileSystem(**options)
         return filesystem
 
 
