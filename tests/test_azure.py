@@ -269,3 +269,18 @@ def test_a_connection_string_is_a_credential(az: AzureBackend) -> None:
     assert az.emulator.account_key not in masked and "***" in masked
     ws = toolfs.Workspace(f"az://{az.bucket}/ws", storage_options=options)
     assert az.emulator.account_key not in repr(ws)
+
+
+def test_azurite_says_why_it_cannot_run(monkeypatch: pytest.MonkeyPatch,
+                                         tmp_path: Any) -> None:
+    from toolfs.testing import azurite
+
+    assert azurite.azurite_unavailable() is None  # the suite itself runs it here
+    monkeypatch.setenv("TOOLFS_AZURITE_CACHE", str(tmp_path))  # nothing cached there
+    monkeypatch.setattr(azurite.shutil, "which", lambda tool: None)
+    reason = azurite.azurite_unavailable()
+    assert reason is not None and "node and npm are not on PATH" in reason
+    with pytest.raises(RuntimeError, match=r"Node\.js"):
+        azurite.ensure_azurite()
+    monkeypatch.setenv("TOOLFS_AZURITE", str(tmp_path / "nothing-here"))
+    assert "does not exist" in (azurite.azurite_unavailable() or "")

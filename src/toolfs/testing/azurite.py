@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import json
 import os
 import re
@@ -66,7 +67,7 @@ from toolfs.testing.emulators import (
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
 
-__all__ = ["AZURITE_VERSION", "AzuriteEmulator", "ensure_azurite"]
+__all__ = ["AZURITE_VERSION", "AzuriteEmulator", "azurite_unavailable", "ensure_azurite"]
 
 AZURITE_VERSION = "3.35.0"
 """The newest Azurite that runs on Node 20."""
@@ -138,6 +139,29 @@ def ensure_azurite(version: str = AZURITE_VERSION, *, cache_dir: Path | None = N
             raise RuntimeError(f"npm could not install azurite@{version} into {prefix} "
                                f"(exit {result.returncode}):\n{output}")
     return binary
+
+
+def azurite_unavailable(version: str = AZURITE_VERSION) -> str | None:
+    """Why :class:`AzuriteEmulator` cannot start here, or ``None`` if it can (as far as
+    can be told without starting it): the ``azure`` extra (adlfs, azure-storage-blob)
+    must be importable, and Azurite cached or Node.js and npm on PATH to install it.
+    Meant for a clear skip message in a user's fixtures."""
+    for module in ("adlfs", "azure.storage.blob"):
+        try:
+            if importlib.util.find_spec(module) is None:
+                raise ModuleNotFoundError(module)
+        except ModuleNotFoundError:
+            return f"{module} is not installed (pip install 'toolfs[azure]')"
+    override = os.environ.get(_BINARY_ENV)
+    if override:
+        return None if Path(override).exists() else f"{_BINARY_ENV}={override} does not exist"
+    if (_cache_dir() / version / "node_modules" / ".bin" / "azurite-blob").exists():
+        return None if shutil.which("node") else "Azurite needs Node.js (node not on PATH)"
+    missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
+    if missing:
+        return (f"Azurite is not installed and {' and '.join(missing)} "
+                f"{'is' if len(missing) == 1 else 'are'} not on PATH to install it")
+    return None
 
 
 class AzuriteEmulator(_Emulator):
