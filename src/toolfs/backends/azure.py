@@ -102,7 +102,7 @@ class AzureBlobStore(AsyncStore):
     def _split(self, path: str) -> tuple[str, str]:
         """``(container, blob)``. Not adlfs's ``split_path``: that one would read a
         ``?versionid=`` inside a name as a version selector."""
-        container, _, blob = self.fs._strip_protocol(path).partition("/")
+        container, _, blob = _own(self.fs, path).partition("/")
         if not blob:
             raise fs_error("not_a_file", f"{path} is a container", path=path)
         for segment in blob.split("/"):
@@ -131,7 +131,7 @@ class AzureBlobStore(AsyncStore):
         self._sync(self._check_container(self.root or ""))
 
     async def _check_container(self, path: str) -> None:
-        container = self.fs._strip_protocol(path).partition("/")[0]
+        container = _own(self.fs, path).partition("/")[0]
         try:
             await self._container(container).get_container_properties()
         except Exception as exc:
@@ -140,8 +140,7 @@ class AzureBlobStore(AsyncStore):
     async def _conflict(self, container: str, blob: str, path: str) -> FsError | None:
         """``not_a_file`` if ``blob`` is a "directory" (other blobs lie under
         ``blob/``) or a parent below the root is a blob; ``None`` if the name is free."""
-        parents = [self.fs._strip_protocol(a).partition("/")[2]
-                   for a in self.ancestors(path)]
+        parents = [_own(self.fs, a).partition("/")[2] for a in self.ancestors(path)]
         parents = [p for p in parents if p]
 
         async def is_blob(name: str) -> bool:
@@ -200,7 +199,7 @@ class AzureBlobStore(AsyncStore):
     def _pages(self, path: str, *, delimiter: bool) -> Iterator[tuple[str, list[Any]]]:
         """``(container, items)`` for each page of the listing of the directory
         ``path``, fetched one at a time as the caller asks (continuation markers)."""
-        container, _, key = self.fs._strip_protocol(path).partition("/")
+        container, _, key = _own(self.fs, path).partition("/")
         key = key.rstrip("/")
         prefix = f"{key}/" if key else ""
         token: str | None = None
@@ -246,7 +245,7 @@ class AzureBlobStore(AsyncStore):
                     yield _entry(container, item)
         if seen:
             return
-        container, _, key = self.fs._strip_protocol(path).partition("/")
+        container, _, key = _own(self.fs, path).partition("/")
         key = key.rstrip("/")
         if not key or self.is_root(path):
             return
@@ -453,6 +452,13 @@ class AzureBlobStore(AsyncStore):
 
 
 # -- helpers ------------------------------------------------------------------------
+
+
+def _own(fs: Any, path: str) -> str:
+    """``container/blob`` of a path. The policy hands over paths already in that form;
+    only a URL goes through adlfs's parser, whose URL rules (``user@host``, queries)
+    must not reinterpret a plain name."""
+    return str(fs._strip_protocol(path)) if "://" in path else path.lstrip("/")
 
 
 def _status(exc: BaseException) -> int | None:
