@@ -284,3 +284,38 @@ def test_azurite_says_why_it_cannot_run(monkeypatch: pytest.MonkeyPatch,
         azurite.ensure_azurite()
     monkeypatch.setenv("TOOLFS_AZURITE", str(tmp_path / "nothing-here"))
     assert "does not exist" in (azurite.azurite_unavailable() or "")
+
+
+def test_racing_large_writes_lose_no_update(az: AzureBackend) -> None:
+    """Block-list writes from two contexts at once: each round, exactly the reported
+    successes are in the final bytes; the loser is stale (its condition, or its staged
+    blocks, discarded by the winner's commit)."""
+    import concurrent.futures
+
+    base = az.workspace()
+    store: AzureBlobStore = base.fs.store
+    body = "".join(f"{i:05d} shared line\n" for i in range(2000))  # ~40 KB
+    base.write("race.txt", body)
+    for rnd in range(3):
+        contexts = [base.new_context() for _ in range(3)]
+        for ws in contexts:
+            ws.fs.store.single_put_limit, ws.fs.store.block_size = 16 * 1024, 8 * 1024
+            ws.read("race.txt", limit=1)
+
+        def edit(i: int) -> Any:
+            return contexts[i].execute("edit", {
+                "file_path": "race.txt", "old_string": "00000 shared line",
+                "new_string": f"00000 round {rnd} by {i}"})
+
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            outs = list(pool.map(edit, range(3)))
+        won = [i for i, out in enumerate(outs) if not out.is_error]
+        assert all(out.error.code == "stale" for out in outs if out.is_error), [
+            o.text for o in outs]
+        assert len(won) == 1, [o.text for o in outs]
+        final = az.get("race.txt").decode()
+        assert final.startswith(f"00000 round {rnd} by {won[0]}\n")
+        assert final.endswith("01999 shared line\n")
+        base.read("race.txt", limit=1)
+        base.write("race.txt", body)
+    assert store.single_put_limit is None  # the base context kept the default

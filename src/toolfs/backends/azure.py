@@ -68,12 +68,13 @@ CONNECTION_RETRIES = 2
 # Blocks of a block-list write staged at once.
 STAGE_IN_FLIGHT = 4
 # The service's codes for names it will not store (too long, bad characters, ...).
-_BAD_NAME_CODES = frozenset({"InvalidResourceName", "InvalidUri", "OutOfRangeInput",
-                             "InvalidBlobOrBlock"})
+_BAD_NAME_CODES = frozenset({"InvalidResourceName", "InvalidUri", "OutOfRangeInput"})
 # The codes of a condition that did not hold (409 for If-None-Match: * on an existing
-# blob, 412 for a failed If-Match).
+# blob, 412 for a failed If-Match). InvalidBlockList: a commit whose staged blocks are
+# gone, which happens when another write committed the blob in between (a commit or a
+# Put Blob discards every uncommitted block of the blob).
 _CONDITION_CODES = frozenset({"ConditionNotMet", "BlobAlreadyExists",
-                              "TargetConditionNotMet"})
+                              "TargetConditionNotMet", "InvalidBlockList"})
 # Metadata that marks a blob as a directory: ADLS Gen2 (hierarchical namespace) folders
 # seen through the Blob API, and adlfs's own markers.
 _FOLDER_MARKS = (("hdi_isfolder", "true"), ("is_directory", "true"))
