@@ -302,7 +302,7 @@ def test_racing_large_writes_lose_no_update(az: AzureBackend) -> None:
             ws.fs.store.single_put_limit, ws.fs.store.block_size = 16 * 1024, 8 * 1024
             ws.read("race.txt", limit=1)
 
-        def edit(i: int) -> Any:
+        def edit(i: int, contexts: list[Any] = contexts, rnd: int = rnd) -> Any:
             return contexts[i].execute("edit", {
                 "file_path": "race.txt", "old_string": "00000 shared line",
                 "new_string": f"00000 round {rnd} by {i}"})
