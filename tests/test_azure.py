@@ -319,3 +319,52 @@ def test_racing_large_writes_lose_no_update(az: AzureBackend) -> None:
         base.read("race.txt", limit=1)
         base.write("race.txt", body)
     assert store.single_put_limit is None  # the base context kept the default
+
+
+# -- network faults: Azurite behind toolfs.testing.faults.FaultProxy ---------------------------
+
+
+def _behind_faults(az: AzureBackend, proxy: Any) -> Any:
+    """An adlfs filesystem whose requests pass through ``proxy``, with the SDK's retry
+    back-off (15 s and more by default) cut to nothing."""
+    conn = az.emulator.connection_string().replace(az.emulator.endpoint_url,
+                                                   proxy.endpoint_url)
+    fs = az.emulator.adlfs_filesystem(connection_string=conn)
+    for policy in fs.service_client._pipeline._impl_policies:
+        if hasattr(policy, "initial_backoff"):
+            policy.initial_backoff, policy.increment_base = 0, 0
+            policy.random_jitter_range = 0
+    return fs
+
+
+@pytest.mark.parametrize("fault", ["reset_after_forward", "500_after_forward",
+                                   "reset_before_forward", "500_before_forward",
+                                   "truncate_after_forward"])
+def test_a_write_whose_response_is_lost_is_reported_truly(az: AzureBackend,
+                                                          fault: Any) -> None:
+    """The SDK resends; a resent create meets its own 409 (update: 412) and recognises
+    its own bytes, so every call ends as the success it was, with those bytes."""
+    from toolfs.testing.faults import FaultProxy
+
+    with FaultProxy(az.emulator.endpoint_url, timeout=5.0) as proxy:
+        ws = toolfs.Workspace(_behind_faults(az, proxy), root=az.root)
+        proxy.plan(fault, method="PUT")
+        az.emulator.clear_requests()
+        out = ws.execute("write", {"file_path": "f.txt", "content": "one\n"})
+        assert not out.is_error, out.text
+        assert az.get("f.txt") == b"one\n"
+        seen = [(r.method, r.status) for r in az.emulator.requests()
+                if r.method in ("PUT", "HEAD")]
+        if fault in ("reset_after_forward", "500_after_forward"):  # landed, answer lost
+            assert seen[:3] == [("PUT", 201), ("PUT", 409), ("HEAD", 200)], seen
+        ws.read("f.txt")
+        proxy.plan(fault, method="PUT")
+        out = ws.execute("edit", {"file_path": "f.txt", "old_string": "one",
+                                  "new_string": "two"})
+        assert not out.is_error, out.text
+        assert az.get("f.txt") == b"two\n"
+        proxy.plan(fault, method="GET")
+        out = ws.execute("read", {"file_path": "f.txt"})
+        assert not out.is_error and "two" in out.text, out.text
+        assert proxy.injected() == {fault: 3}
+        assert proxy.wait_idle()
