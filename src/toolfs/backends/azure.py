@@ -85,7 +85,7 @@ class AzureBlobStore(AsyncStore):
 
     name: ClassVar[str] = "azure"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        atomic=True, cross_process=True, digest_versions=False)
+        atomic=True, cross_process=True, digest_versions=False, trailing_dot_names=False)
 
     single_put_limit: int | None = None
     """Largest payload sent as one ``Put Blob``; larger ones go through a conditional
