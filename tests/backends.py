@@ -220,7 +220,7 @@ class AzureBackend(_CloudBackend):
     version_kind = "etag"
 
     def setup(self) -> None:
-        self.bucket = self.emulator.new_container()  # type: ignore[misc]
+        self.bucket = self.emulator.new_container()
         self.fs = self.emulator.adlfs_filesystem()
         self.root = f"{self.bucket}/ws"
         self.emulator.clear_requests()

@@ -25,7 +25,7 @@ PARAMS = BACKENDS + [f"{name}-async" for name in BACKENDS]
 
 @pytest.fixture(params=PARAMS)
 def backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backend]:
-    """A fresh root on each backend; S3 and GCS talk to real local servers."""
+    """A fresh root on each backend; S3, GCS and Azure talk to real local servers."""
     name, _, mode = request.param.partition("-")
     b: Backend
     if name == "memory":
