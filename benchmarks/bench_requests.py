@@ -1,4 +1,4 @@
-"""Requests per tool call on S3 and GCS: toolfs vs a naive fsspec composition.
+"""Requests per tool call on S3, GCS and Azure Blob: toolfs vs a naive fsspec composition.
 
 The naive composition is what a tool written straight on fsspec does to get a version
 check at all: ``info`` (version before) + ``cat_file`` for a read; ``info`` + ``cat_file`` +
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import toolfs
+from toolfs.testing.azurite import AzuriteEmulator
 from toolfs.testing.emulators import GCSEmulator, S3Emulator
 
 BODY = b"".join(b"line %d of a small source file\n" % i for i in range(200))
@@ -27,16 +28,21 @@ def count(emu: Any, call: Callable[[], object]) -> int:
     return sum(1 for r in emu.requests() if not r.path.startswith("/_toolfs"))
 
 
+def version_of(info: dict[str, Any]) -> str:
+    """The version in an fsspec ``info`` (s3fs ETag, gcsfs generation, adlfs etag)."""
+    return str(info.get("ETag") or info.get("generation") or info.get("etag"))
+
+
 def naive_read(fs: Any, key: str) -> tuple[bytes, str]:
     fs.invalidate_cache()
     info = fs.info(key)
-    return bytes(fs.cat_file(key)), str(info.get("ETag") or info.get("generation"))
+    return bytes(fs.cat_file(key)), version_of(info)
 
 
 def naive_edit(fs: Any, key: str, old: bytes, new: bytes, seen: str) -> None:
     fs.invalidate_cache()
     info = fs.info(key)
-    if str(info.get("ETag") or info.get("generation")) != seen:
+    if version_of(info) != seen:
         raise RuntimeError("stale")
     data = bytes(fs.cat_file(key)).replace(old, new, 1)
     fs.invalidate_cache()
@@ -95,11 +101,14 @@ def main() -> None:
     rounds = 1 if args.tiny else 5
     print("| backend | tool call | toolfs requests | naive fsspec requests | ratio |")
     print("|---|---|---|---|---|")
-    for emu_cls in (S3Emulator, GCSEmulator):
+    for emu_cls in (S3Emulator, GCSEmulator, AzuriteEmulator):
         with emu_cls() as emu:
             emu.create_bucket("bench-bucket")
-            fs = emu.s3fs_filesystem() if emu_cls is S3Emulator else emu.gcsfs_filesystem()
-            name = "S3 (moto)" if emu_cls is S3Emulator else "GCS (fake-gcs-server)"
+            fs = (emu.s3fs_filesystem() if isinstance(emu, S3Emulator)
+                  else emu.adlfs_filesystem() if isinstance(emu, AzuriteEmulator)
+                  else emu.gcsfs_filesystem())
+            name = {S3Emulator: "S3 (moto)", GCSEmulator: "GCS (fake-gcs-server)",
+                    AzuriteEmulator: "Azure (Azurite)"}[emu_cls]
             for op, ours, naive in measure(emu, fs, "bench-bucket", rounds):
                 print(f"| {name} | {op} | {ours:g} | {naive:g} | {ours / naive:.2f}x |")
 

@@ -210,3 +210,23 @@ class GCSBackend(_CloudBackend):
 
     def _filesystem(self) -> Any:
         return self.emulator.gcsfs_filesystem()
+
+
+class AzureBackend(_CloudBackend):
+    """Azurite over HTTP, through adlfs. Every write makes a new ETag; a fresh container
+    per test (real Azure cannot reuse a deleted container name at once)."""
+
+    name = "azure"
+    version_kind = "etag"
+
+    def setup(self) -> None:
+        self.bucket = self.emulator.new_container()
+        self.fs = self.emulator.adlfs_filesystem()
+        self.root = f"{self.bucket}/ws"
+        self.emulator.clear_requests()
+
+    def teardown(self) -> None:
+        self.emulator.delete_container(self.bucket)
+
+    def _filesystem(self) -> Any:
+        return self.emulator.adlfs_filesystem()

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.backends import (
+    AzureBackend,
     Backend,
     GCSBackend,
     GenericBackend,
@@ -14,16 +15,17 @@ from tests.backends import (
     MemoryBackend,
     S3Backend,
 )
+from toolfs.testing.azurite import AzuriteEmulator
 from toolfs.testing.emulators import GCSEmulator, S3Emulator
 
-BACKENDS = ["memory", "local", "generic", "s3", "gcs"]
+BACKENDS = ["memory", "local", "generic", "s3", "gcs", "azure"]
 # The async path (AsyncWorkspace) runs the same suite on every backend too.
 PARAMS = BACKENDS + [f"{name}-async" for name in BACKENDS]
 
 
 @pytest.fixture(params=PARAMS)
 def backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backend]:
-    """A fresh root on each backend; S3 and GCS talk to real local servers."""
+    """A fresh root on each backend; S3, GCS and Azure talk to real local servers."""
     name, _, mode = request.param.partition("-")
     b: Backend
     if name == "memory":
@@ -34,6 +36,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backen
         b = GenericBackend()
     elif name == "s3":
         b = request.getfixturevalue("s3_backend")
+    elif name == "azure":
+        b = request.getfixturevalue("azure_backend")
     else:
         b = request.getfixturevalue("gcs_backend")
     b.use_async = mode == "async"
@@ -66,3 +70,15 @@ def s3_backend(s3_emulator: S3Emulator) -> S3Backend:
 @pytest.fixture
 def gcs_backend(gcs_emulator: GCSEmulator) -> GCSBackend:
     return GCSBackend(gcs_emulator)
+
+
+@pytest.fixture(scope="session")
+def azure_emulator() -> Iterator[AzuriteEmulator]:
+    """One Azurite (blob service, in memory) for the session; a container per test."""
+    with AzuriteEmulator() as emu:
+        yield emu
+
+
+@pytest.fixture
+def azure_backend(azure_emulator: AzuriteEmulator) -> AzureBackend:
+    return AzureBackend(azure_emulator)

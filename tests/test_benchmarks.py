@@ -1,8 +1,9 @@
 """The benchmark scripts run: each ``--tiny`` run exits 0 and prints a Markdown table.
 
-No timings are asserted; the numbers of a ``--tiny`` run are noise. bench_requests.py (S3
-and GCS) and bench_throughput.py (S3) start their own emulators (moto, fake-gcs-server),
-which the ``test`` extra installs.
+No timings are asserted; the numbers of a ``--tiny`` run are noise. bench_requests.py (S3,
+GCS and Azure) and bench_throughput.py (S3) start their own emulators (moto,
+fake-gcs-server, which the ``test`` extra installs, and Azurite, which npm installs on
+first use).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def test_bench_mcp() -> None:
 def test_bench_requests() -> None:
     done = run("bench_requests.py")
     assert_table(done)
-    for backend in ("| S3 (moto)", "| GCS (fake-gcs-server)"):
+    for backend in ("| S3 (moto)", "| GCS (fake-gcs-server)", "| Azure (Azurite)"):
         assert f"{backend} | edit after read |" in done.stdout, done.stdout
 
 

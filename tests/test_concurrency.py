@@ -25,7 +25,7 @@ from tests.backends import Backend, LocalBackend
 from toolfs.backends import store_for
 from toolfs.policy.events import FsEvent
 
-CYCLES = {"memory": 50, "local": 50, "s3": 25, "gcs": 25}
+CYCLES = {"memory": 50, "local": 50, "s3": 25, "gcs": 25, "azure": 25}
 
 
 def _agent(ws: toolfs.Workspace, name: str, cycles: int, wins: list[str],

@@ -56,8 +56,8 @@ SEED = 1729
 SWITCH_INTERVAL = 1e-5  # seconds (CPython's default: 5e-3)
 # contexts, threads per context, calls per thread, padding lines (of 2,000 bytes: the
 # bigger the file, the longer an edit holds bytes of an old version). S3 and GCS are
-# HTTP emulators: few calls, a small file.
-SIZES = {"s3": (3, 2, 6, 4), "gcs": (3, 2, 6, 4)}
+# HTTP emulators (Azure too): few calls, a small file.
+SIZES = {"s3": (3, 2, 6, 4), "gcs": (3, 2, 6, 4), "azure": (3, 2, 6, 4)}
 DEFAULT_SIZE = (2, 4, 30, 300)
 POLICY_MIXES = {
     "policy": [toolfs.Policy()],

@@ -29,6 +29,8 @@ ATTACKS = [
     ("file:///etc/passwd", "file URL"),
     ("s3://other-bucket/x.txt", "other bucket URL"),
     ("gs://other-bucket/x.txt", "other bucket GCS URL"),
+    ("az://other-container/x.txt", "other container Azure URL"),
+    ("abfs://other@acct.dfs.core.windows.net/x.txt", "other container ABFS URL"),
     ("memory://elsewhere/x.txt", "other memory root"),
     ("http://example.invalid/x", "http URL"),
 ]

@@ -282,3 +282,22 @@ def test_execute_never_raises_on_garbage(backend: Backend) -> None:
         assert out.is_error and out.error is not None
         assert out.error.code == "invalid_arguments", (tool, args, out.text)
         assert "Traceback" not in out.text
+
+
+# -- names ending in a dot: a declared capability ------------------------------------
+
+
+def test_trailing_dot_names_follow_the_capability(backend: Backend) -> None:
+    """Stored as named where the backend can; refused, never altered, where the service
+    would drop the dot (Azure: ``notes.`` would be ``notes``)."""
+    backend.put("notes", b"the other file\n")
+    ws = backend.workspace()
+    for name in ("notes.", "d./x.txt"):
+        if backend.capabilities.trailing_dot_names:
+            ok(ws, "write", file_path=name, content="dotted\n")
+            assert backend.get(name) == b"dotted\n"
+        else:
+            out = err(ws, "write", "invalid_arguments", file_path=name, content="dotted\n")
+            assert "trailing dots" in out.text
+            err(ws, "read", "invalid_arguments", file_path=name)
+    assert backend.get("notes") == b"the other file\n"

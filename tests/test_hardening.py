@@ -99,7 +99,7 @@ def test_an_object_named_like_the_root_is_not_reachable(s3_backend: Any) -> None
 # -- item 13: a missing bucket ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("which", ["s3", "gcs"])
+@pytest.mark.parametrize("which", ["s3", "gcs", "azure"])
 def test_a_missing_bucket_is_not_found_naming_it(request: pytest.FixtureRequest,
                                                  which: str) -> None:
     b = request.getfixturevalue(f"{which}_backend")
@@ -107,7 +107,8 @@ def test_a_missing_bucket_is_not_found_naming_it(request: pytest.FixtureRequest,
     ws = toolfs.Workspace(b.fs, root="no-such-bucket/prefix")
     for tool, args in (("read", {}), ("write", {"content": "x"})):
         out = err(ws, tool, "not_found", file_path="a.txt", **args)
-        assert "bucket no-such-bucket does not exist" in out.text
+        noun = "container" if which == "azure" else "bucket"
+        assert f"{noun} no-such-bucket does not exist" in out.text
         assert "retrying" not in out.text
     with pytest.raises(toolfs.FsError) as info:
         ws.fs.store.check_root()

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import Backend, GCSBackend, LocalBackend, S3Backend
+from tests.backends import AzureBackend, Backend, GCSBackend, LocalBackend, S3Backend
 from toolfs.backends import GenericStore, store_for
 from toolfs.backends.base import Blob, Entry, Store
 
@@ -45,8 +45,9 @@ def shape(b: Backend, entries: list[Entry]) -> set[tuple[str, str, int | None]]:
 def behind_back(b: Backend, name: str, data: bytes) -> None:
     """Write as another program would: on the cloud, through a separate client, so
     that the store's own fsspec instance gets no chance to invalidate its caches."""
-    if isinstance(b, S3Backend | GCSBackend):
+    if isinstance(b, S3Backend | GCSBackend | AzureBackend):
         other = (b.emulator.s3fs_filesystem() if isinstance(b, S3Backend)
+                 else b.emulator.adlfs_filesystem() if isinstance(b, AzureBackend)
                  else b.emulator.gcsfs_filesystem())
         other.pipe_file(b.key(name), data)
     else:
@@ -152,7 +153,7 @@ def test_get_many_in_order_with_failures(backend: Backend) -> None:
              if isinstance(r, toolfs.FsError)}
     # get_many's paths come from a listing: on object stores a missing one is not_found
     # without the "is it a directory?" requests a read makes to explain a 404
-    listed_dir = "not_found" if backend.name in ("s3", "gcs") else "not_a_file"
+    listed_dir = "not_found" if backend.name in ("s3", "gcs", "azure") else "not_a_file"
     assert codes == {"missing.txt": "not_found", "d": listed_dir}
     for n, (_, r) in zip(names, out, strict=True):
         if n.startswith("f"):
@@ -169,7 +170,7 @@ def test_get_many_in_order_with_failures(backend: Backend) -> None:
 # -- cloud: requests counted at the server --------------------------------------------
 
 
-@pytest.fixture(params=["s3", "gcs"])
+@pytest.fixture(params=["s3", "gcs", "azure"])
 def cloud(request: pytest.FixtureRequest) -> Any:
     b: Backend = request.getfixturevalue(f"{request.param}_backend")
     b.setup()
@@ -190,11 +191,15 @@ def _is_listing(cloud: Any, r: Any) -> bool:
     if isinstance(cloud, S3Backend):
         return r.method == "GET" and r.path == f"/{cloud.bucket}" and \
             r.params.get("list-type") == ["2"]
+    if isinstance(cloud, AzureBackend):  # List Blobs
+        return r.method == "GET" and r.path == f"/devstoreaccount1/{cloud.bucket}" and \
+            r.params.get("comp") == ["list"]
     return r.method == "GET" and r.path == f"/storage/v1/b/{cloud.bucket}/o"
 
 
 def _token(cloud: Any, r: Any) -> str | None:
-    key = "continuation-token" if isinstance(cloud, S3Backend) else "pageToken"
+    key = ("continuation-token" if isinstance(cloud, S3Backend)
+           else "marker" if isinstance(cloud, AzureBackend) else "pageToken")
     return (r.params.get(key) or [None])[0]
 
 
@@ -222,7 +227,8 @@ def test_list_files_is_paginated_listing_only(cloud: Any, monkeypatch: Any) -> N
     cloud.emulator.clear_requests()
     assert len(list(store.list_files(f"{cloud.root}/many"))) == n + 1
     (req,) = _listing_requests(cloud)
-    size_key = "max-keys" if isinstance(cloud, S3Backend) else "maxResults"
+    size_key = ("max-keys" if isinstance(cloud, S3Backend)
+                else "maxresults" if isinstance(cloud, AzureBackend) else "maxResults")
     assert req.params[size_key] == ["1000"]
 
 

@@ -13,8 +13,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 # Storage options whose name matches this carry credentials (key, secret, token,
-# session_token, password, client_secret, credentials, ...).
-_SENSITIVE_NAME = re.compile(r"key|secret|token|passw|credential|session|auth", re.IGNORECASE)
+# session_token, password, client_secret, credentials, ...; adlfs's connection_string
+# holds the account key).
+_SENSITIVE_NAME = re.compile(r"key|secret|token|passw|credential|session|auth|conn_?str|"
+                             r"connection_?string", re.IGNORECASE)
 # scheme://user:password@host
 _URL_PASSWORD = re.compile(r"(://[^/:@\s]+):[^@/\s]+@")
 # Shorter values are not credentials and masking them would garble ordinary text.

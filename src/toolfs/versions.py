@@ -11,7 +11,8 @@ Kinds:
 ``stat``    (inode, size, mtime_ns) of a local or generic file larger than the
             whole-file cap, whose digest would cost a full scan; such files can only
             be read in windows, never rewritten by the tools
-``etag``    S3 ETag as returned (quoted), plus ``VersionId`` on versioned buckets
+``etag``    S3 or Azure Blob ETag as returned (quoted), plus ``VersionId`` on versioned
+            buckets (the version id where Azure blob versioning is on)
 ``generation`` GCS object generation
 ========== ==================================================================
 """
@@ -34,7 +35,8 @@ class FileVersion(BaseModel):
     kind: VersionKind
     value: str
     version_id: str | None = None
-    """S3 ``VersionId`` on versioned buckets; informational, not compared."""
+    """S3 ``VersionId`` on versioned buckets (Azure: the blob's version id);
+    informational, not compared."""
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, FileVersion):

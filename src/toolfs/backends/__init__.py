@@ -29,12 +29,13 @@ __all__ = [
     "Store", "Update", "store_for",
 ]
 
-# fsspec class path -> adapter class path; imported lazily so s3fs/gcsfs stay optional.
+# fsspec class path -> adapter class path; imported lazily so s3fs/gcsfs/adlfs stay optional.
 _ADAPTERS: dict[str, str] = {
     "fsspec.implementations.memory.MemoryFileSystem": "toolfs.backends.memory:MemoryStore",
     "fsspec.implementations.local.LocalFileSystem": "toolfs.backends.local:LocalStore",
     "s3fs.core.S3FileSystem": "toolfs.backends.s3:S3Store",
     "gcsfs.core.GCSFileSystem": "toolfs.backends.gcs:GCSStore",
+    "adlfs.spec.AzureBlobFileSystem": "toolfs.backends.azure:AzureBlobStore",
 }
 
 

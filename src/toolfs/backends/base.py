@@ -82,6 +82,9 @@ class Capabilities:
     """Paths may traverse symlinks, which the policy resolves and confines."""
     cheap_listing: bool = False
     """Listing a directory costs no round trip ("did you mean" hints are offered)."""
+    trailing_dot_names: bool = True
+    """A path segment may end in ``.`` (``notes.``). Where the service would silently drop
+    the dot (Azure Blob), such names are refused as ``invalid_arguments`` instead."""
 
 
 @dataclass(frozen=True)
