@@ -211,7 +211,7 @@ class AzureBlobStore(AsyncStore):
             if not token:
                 return
 
-    def list_files(self, prefix: str) -> Iterator[Entry]:
+    def list_files(self, prefix: str, *, sizes: bool = True) -> Iterator[Entry]:
         """One List Blobs of ``prefix/`` (paginated), no request per blob; directory
         markers (names ending in ``/``, folder metadata) are not files."""
         for container, items in self._pages(prefix, delimiter=False):

@@ -141,15 +141,6 @@ def ensure_azurite(version: str = AZURITE_VERSION, *, cache_dir: Path | None = N
     return binary
 
 
-class _Proxy(_ProxyServer):
-    """The GCS emulator's counting proxy with a deep listen backlog: the default (5)
-    drops the SYNs of a burst of parallel connections (one request per connection here),
-    and each dropped one costs the client a 1 s+ retransmit, so 100 parallel reads took
-    over a minute instead of a fraction of a second."""
-
-    request_queue_size = 256
-
-
 def azurite_unavailable(version: str = AZURITE_VERSION) -> str | None:
     """Why :class:`AzuriteEmulator` cannot start here, or ``None`` if it can (as far as
     can be told without starting it): the ``azure`` extra (adlfs, azure-storage-blob)
@@ -209,7 +200,7 @@ class AzuriteEmulator(_Emulator):
 
     def _launch(self, workdir: Path) -> str:
         binary = self._binary or ensure_azurite(self._version)
-        proxy = _Proxy(self._log)
+        proxy = _ProxyServer(self._log)
         self._proxy = proxy
         endpoint = f"http://{_HOST}:{proxy.server_port}"
         log_path = workdir / "server.log"

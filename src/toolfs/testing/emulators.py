@@ -645,6 +645,9 @@ class _ProxyServer(http.server.ThreadingHTTPServer):
     """
 
     daemon_threads = True
+    # The default backlog (5) makes a burst of parallel connections (get_many keeps 16
+    # in flight; the races open more) wait out 1 s SYN retransmits.
+    request_queue_size = 256
 
     def __init__(self, log: _RequestLog) -> None:
         super().__init__((_HOST, 0), _ProxyHandler)
