@@ -369,3 +369,87 @@ def test_parse_update_is_pure() -> None:
     # The parser keeps no state between calls (the adapter parses every diff twice).
     diff = "@@ def f():\n-a\n+b\n"
     assert parse_update(diff) == parse_update(diff)
+
+
+def test_overlapping_hunks_are_named_as_such() -> None:
+    # The second hunk repeats lines the first one already covers: say "overlaps hunk
+    # 1" and "merge", not only "not found".
+    text = "a\nb\nc\nd\n"
+    err = _err(text, "@@\n a\n-b\n+B\n c\n@@\n c\n-d\n+D\n")
+    assert err.code == "no_match" and err.details["hunk"] == 2
+    assert err.details["overlaps_hunk"] == 1 and "overlaps hunk 1" in err.message
+    assert "one hunk" in err.message
+    # Out of order (entirely above the previous hunk) stays "file order".
+    err = _err(text, "@@\n-d\n+D\n@@\n-a\n+A\n")
+    assert "overlaps_hunk" not in err.details and "order of the file" in err.message
+
+
+# Diffs as GPT-5-class models send them in apply_patch_call operations: anchors naming
+# the enclosing function, 3 lines of context, no final newline on the diff, a diff that
+# only adds under an anchor, stacked class/method anchors, *** End of File appends.
+MODEL_CASES = [
+    ("function main() {\n}\n", "@@ function main() {\n+  console.log(\"hi\");\n }",
+     "function main() {\n  console.log(\"hi\");\n}\n"),
+    ("import os\n\n\ndef fib(n):\n    if n < 2:\n        return n\n    return fib(n - 1)\n",
+     "@@ def fib(n):\n     if n < 2:\n         return n\n-    return fib(n - 1)\n"
+     "+    return fib(n - 1) + fib(n - 2)\n",
+     "import os\n\n\ndef fib(n):\n    if n < 2:\n        return n\n"
+     "    return fib(n - 1) + fib(n - 2)\n"),
+    ("class A:\n    def run(self):\n        return 1\n\nclass B:\n    def run(self):\n"
+     "        return 1\n",
+     "@@ class B:\n@@     def run(self):\n-        return 1\n+        return 2\n",
+     "class A:\n    def run(self):\n        return 1\n\nclass B:\n    def run(self):\n"
+     "        return 2\n"),
+    ("a\nb\n", "@@\n b\n+c\n*** End of File\n", "a\nb\nc\n"),
+    ("x = 1\r\ny = 2\r\n", "@@\n x = 1\n-y = 2\n+y = 3\n", "x = 1\r\ny = 3\r\n"),
+    # An empty line in the file given as an empty diff line (no leading space).
+    ("def f():\n    a = 1\n\n    return a\n", "@@ def f():\n     a = 1\n\n-    return a\n"
+     "+    return a + 1\n", "def f():\n    a = 1\n\n    return a + 1\n"),
+]
+
+
+@pytest.mark.parametrize(("text", "diff", "want"), MODEL_CASES)
+def test_diffs_as_models_send_them_apply_as_in_the_sdk(text: str, diff: str,
+                                                       want: str) -> None:
+    assert apply_diff(text, diff) == want == sdk_apply_diff(text, diff)
+
+
+def test_nested_new_directories_on_every_backend(backend: Backend) -> None:
+    ws = backend.workspace()
+    run = (lambda op: _run_async(backend, ws, op)) if backend.use_async else (
+        lambda op: apply_patch(ws, op))
+    out = run({"type": "create_file", "path": "n1/n2/n3/new.txt", "diff": "+hi\n+\n"})
+    assert out.text == "Created n1/n2/n3/new.txt", out.text
+    assert backend.get("n1/n2/n3/new.txt") == b"hi\n"
+    ws.read("n1/n2/n3/new.txt")
+    out = run({"type": "update_file", "path": "n1/n2/n3/new.txt", "diff": "@@\n-hi\n+ho\n",
+               "move_to": "m1/m2/moved.txt"})
+    assert out.text == "Updated n1/n2/n3/new.txt\nMoved n1/n2/n3/new.txt to m1/m2/moved.txt"
+    assert backend.get("m1/m2/moved.txt") == b"ho\n" and not backend.exists("n1/n2/n3/new.txt")
+    out = run({"type": "create_file", "path": "m1/m2/moved.txt", "diff": "+again\n"})
+    assert out.error is not None and "already exists" in out.text
+    assert backend.get("m1/m2/moved.txt") == b"ho\n"
+
+
+def _run_async(backend: Backend, ws: Any, op: dict[str, Any]) -> toolfs.ToolOutput:
+    import asyncio
+
+    from toolfs.integrations.openai import apply_patch_async
+
+    aws = toolfs.AsyncWorkspace(ws._sync)
+    try:
+        return asyncio.run(apply_patch_async(aws, op))
+    finally:
+        aws.close()
+
+
+def test_a_passed_anchor_after_an_anchorless_hunk_says_how_to_fix_it() -> None:
+    # The SDK would apply this one correctly, but nothing in the diff tells it apart from
+    # the out-of-order case above; the refusal says both fixes.
+    text = "def f():\n    a = 1\n    b = 2\n"
+    diff = "@@\n-    a = 1\n+    a = 10\n@@ def f():\n-    b = 2\n+    b = 20\n"
+    err = _err(text, diff)
+    assert err.code == "no_match" and "give both the same anchor" in err.message
+    fixed = "@@ def f():\n-    a = 1\n+    a = 10\n@@ def f():\n-    b = 2\n+    b = 20\n"
+    assert apply_diff(text, fixed) == "def f():\n    a = 10\n    b = 20\n"
+    assert apply_diff(text, diff.replace("@@ def f():", "@@")) == apply_diff(text, fixed)

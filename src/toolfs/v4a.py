@@ -23,9 +23,17 @@ would guess:
   before the next hunk (or the end of the file), it is ``ambiguous_match``; a hunk with
   an anchor takes the first match after its anchor, which is what ``@@`` asks for; a
   hunk of added lines only needs an anchor (or ``*** End of File``, or an empty file);
+* an anchor already passed keeps the search where it is only when it continues the
+  previous hunk's scope (a second hunk in the same function); one above that scope says
+  nothing about where the hunk goes (the SDK writes at the context's next occurrence,
+  possibly in another function) and is refused;
 * an anchor that is not found, a header with line numbers (unified diff), a line with
   no ``' '``/``'-'``/``'+'`` prefix, or anything after the patch are errors, never
-  skipped.
+  skipped (blank lines before the first ``@@`` are no hunk and are dropped).
+
+A ``no_match`` quotes the line that differs, from the file and from the diff: for a
+match that differs only in whitespace or in Unicode form and typographic punctuation
+(never used), or after the longest run of the hunk's lines that does match.
 
 Bytes: matching happens on lines without their terminators, and only the lines a hunk
 deletes or adds change; every other line keeps its bytes (CRLF, LF, a lone ``\\r`` in a
@@ -445,7 +453,8 @@ def _difference(lines: _Lines, hunk: Hunk, at: int, t: int) -> tuple[dict[str, A
             f"{expected}")
 
 
-def _no_match(lines: _Lines, hunk: Hunk, cursor: int, end: int, path: str | None) -> FsError:
+def _no_match(lines: _Lines, hunk: Hunk, cursor: int, end: int, path: str | None,
+              previous: tuple[Hunk, int] | None = None) -> FsError:
     """``no_match`` for a hunk's context, with what is known near it: the line that
     differs, quoted from the file and from the diff (linear work)."""
     k = len(hunk.old)
@@ -494,9 +503,23 @@ def _no_match(lines: _Lines, hunk: Hunk, cursor: int, end: int, path: str | None
         hints.append(f"The context matches at line {later + 1}, but the hunk ends with "
                      f"'{END_OF_FILE}' and the file goes on after it.")
     elif earlier >= 0:
-        details["earlier_line"] = earlier + 1
-        hints.append(f"The context matches at line {earlier + 1}, before where this hunk "
-                     "may start: hunks must follow the order of the file.")
+        # Inside the previous hunk's lines: the two overlap (a model that wrote the
+        # shared context twice); above them: out of order.
+        inside = -1
+        if previous is not None:
+            inside = _first(lines.seq, exact, previous[1], min(len(lines.seq), cursor + k - 1))
+        if previous is not None and inside >= 0:
+            prev = previous[0]
+            details["earlier_line"] = inside + 1
+            details["overlaps_hunk"] = prev.number
+            hints.append(f"The context matches at line {inside + 1}, inside the lines of "
+                         f"{_name(prev)} (lines {previous[1] + 1}-{cursor}): this hunk "
+                         f"overlaps hunk {prev.number}. Merge the two into one hunk: the "
+                         "shared lines once, the changes in file order.")
+        else:
+            details["earlier_line"] = earlier + 1
+            hints.append(f"The context matches at line {earlier + 1}, before where this "
+                         "hunk may start: hunks must follow the order of the file.")
     where = "at the end of the file" if hunk.eof else f"at or after line {cursor + 1}"
     message = (f"{_name(hunk)} does not match the file: its {k} context/deleted "
                f"line{'s were' if k != 1 else ' was'} not found {where}:\n{_quote(hunk.old)}")
@@ -575,10 +598,10 @@ def _out_of_scope(hunk: Hunk, anchor: str, line: int, previous: Hunk, scope: int
         "no_match",
         f"{_name(hunk)}: its anchor '@@ {_shown(anchor)}' is line {line + 1} of the file, "
         f"above line {scope + 1}, where the scope of {_name(previous)} starts, so it does "
-        "not say where this hunk goes: hunks must follow the file order. Move this hunk "
-        "before "
-        f"hunk {previous.number}, or, if it belongs further down, name a line between them "
-        "as its anchor.",
+        "not say where this hunk goes: hunks must follow the file order. If this hunk is "
+        f"in the same function as hunk {previous.number}, give both the same anchor (or "
+        f"this one none); if it belongs above hunk {previous.number}, move it before that "
+        "hunk; if below, name a line between them as its anchor.",
         path=path,
         details=_hunk_details(hunk, cursor, anchor=_shown(anchor), anchor_line=line + 1,
                               earlier_line=line + 1))
@@ -641,7 +664,8 @@ def _locate(lines: _Lines, hunks: Sequence[Hunk], path: str | None) -> list[int]
             at = size - k
             pattern = lines.pattern(hunk.old)
             if at < cursor or (k and seq[at:size] != pattern):
-                raise _no_match(lines, hunk, cursor, n, path)
+                raise _no_match(lines, hunk, cursor, n, path,
+                                (hunks[h - 1], positions[-1]) if h else None)
             pos = at
         elif not hunk.old:
             # Only added lines: an anchor says where, or the file is empty; otherwise
@@ -652,7 +676,8 @@ def _locate(lines: _Lines, hunks: Sequence[Hunk], path: str | None) -> list[int]
         else:
             pos = _first(seq, lines.pattern(hunk.old), cursor, n)
             if pos < 0:
-                raise _no_match(lines, hunk, cursor, n, path)
+                raise _no_match(lines, hunk, cursor, n, path,
+                                (hunks[h - 1], positions[-1]) if h else None)
         positions.append(pos)
         cursor = pos + k
         scope = own_scope if own_scope is not None else (pos if scope is None else scope)
