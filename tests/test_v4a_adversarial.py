@@ -453,3 +453,11 @@ def test_a_passed_anchor_after_an_anchorless_hunk_says_how_to_fix_it() -> None:
     fixed = "@@ def f():\n-    a = 1\n+    a = 10\n@@ def f():\n-    b = 2\n+    b = 20\n"
     assert apply_diff(text, fixed) == "def f():\n    a = 10\n    b = 20\n"
     assert apply_diff(text, diff.replace("@@ def f():", "@@")) == apply_diff(text, fixed)
+
+
+def test_markers_with_trailing_blanks_and_a_whole_patch_as_one_diff() -> None:
+    assert apply_diff("a\nb\n", "@@\n a\n-b\n+c\n*** End of File \n") == "a\nc\n"
+    assert apply_diff("a\n", "@@\n-a\n+b\n*** End Patch  \n") == "b\n"
+    err = _err("a\n", "*** Begin Patch\n*** Update File: x.py\n@@\n-a\n+b\n*** End Patch\n")
+    assert err.code == "invalid_arguments" and "holds only the hunks" in err.message
+    assert "leave out '*** Begin Patch', '*** Update File:'" in err.message

@@ -59,6 +59,7 @@ from toolfs.errors import FsError, fs_error
 
 END_OF_FILE = "*** End of File"
 END_PATCH = "*** End Patch"
+BEGIN_PATCH = "*** Begin Patch"
 MAX_SHOWN_LINES = 5
 """Lines of a hunk's context an error message quotes."""
 MAX_SHOWN_CHARS = 200
@@ -178,7 +179,20 @@ def _is_unified_header(line: str) -> bool:
 
 def _end_of_patch(lines: Sequence[str], i: int) -> bool:
     """``lines[i]`` is ``*** End Patch`` with nothing but blank lines after it."""
-    return lines[i] == END_PATCH and all(not s.strip() for s in lines[i + 1:])
+    return lines[i].rstrip() == END_PATCH and all(not s.strip() for s in lines[i + 1:])
+
+
+def _not_in_update(line: str, i: int, opening: bool) -> str:
+    """Why a ``***`` line ends an update diff too early; ``opening``: before any hunk."""
+    said = f"diff line {i + 1} ({_shown(line)!r}) is not part of an update diff"
+    if line.startswith(BEGIN_PATCH) or (
+            opening and line.startswith(("*** Update File:", "*** Move to:"))):
+        # A whole Codex-style patch sent as one operation's diff.
+        return (f"{said}: an update_file diff holds only the hunks; leave out "
+                f"'{BEGIN_PATCH}', '*** Update File:' and '{END_PATCH}' (the operation's "
+                "path names the file, its move_to a new name)")
+    return (f"{said}: send one operation per file (a '*** ...' line may only be "
+            f"'{END_OF_FILE}' after a hunk)")
 
 
 def parse_update(diff: str, *, path: str | None = None) -> list[Hunk]:
@@ -255,15 +269,13 @@ def parse_update(diff: str, *, path: str | None = None) -> list[Hunk]:
         if deleted or inserted:
             chunks.append(Chunk(len(old) - len(deleted), tuple(deleted), tuple(inserted)))
         eof = False
-        if i < n and lines[i] == END_OF_FILE:
+        if i < n and lines[i].rstrip() == END_OF_FILE:  # trailing blanks: still the marker
             eof = True
             i += 1
         elif i < n and lines[i].startswith("***"):
             if not _end_of_patch(lines, i):
-                raise _bad_diff(
-                    f"diff line {i + 1} ({_shown(lines[i])!r}) is not part of an update "
-                    "diff: send one operation per file (a '*** ...' line may only be "
-                    f"'{END_OF_FILE}' after a hunk)", path, diff_line=i + 1)
+                raise _bad_diff(_not_in_update(lines[i], i, not hunks and i == body),
+                                path, diff_line=i + 1)
             i = n
         if i == body and not eof:
             raise _bad_diff(f"hunk {len(hunks) + 1} (diff line {start + 1}) has no lines",
@@ -766,7 +778,6 @@ def apply_diff(text: str, diff: str, mode: DiffMode = "default", *,
 
 # -- the envelope: several files in one patch --------------------------------------------
 
-BEGIN_PATCH = "*** Begin Patch"
 _FILE_HEADERS = ("*** Add File: ", "*** Delete File: ", "*** Update File: ")
 _MOVE_TO = "*** Move to: "
 
