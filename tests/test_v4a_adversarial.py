@@ -461,3 +461,47 @@ def test_markers_with_trailing_blanks_and_a_whole_patch_as_one_diff() -> None:
     err = _err("a\n", "*** Begin Patch\n*** Update File: x.py\n@@\n-a\n+b\n*** End Patch\n")
     assert err.code == "invalid_arguments" and "holds only the hunks" in err.message
     assert "leave out '*** Begin Patch', '*** Update File:'" in err.message
+
+
+TWO_CLASSES = ("class A:\n    def f(self):\n        return 1\n"
+               "class B:\n    def f(self):\n        return 1\n")
+
+
+def test_an_anchor_that_occurs_twice_chooses_nothing() -> None:
+    # '@@ def f(self):' with two such lines, and the hunk fits after both: the SDK
+    # edits the first; refuse, and say how to choose (stack the class).
+    diff = "@@     def f(self):\n-        return 1\n+        return 2\n"
+    assert sdk_apply_diff(TWO_CLASSES, diff).count("return 2") == 1  # the SDK's pick
+    err = _err(TWO_CLASSES, diff)
+    assert err.code == "ambiguous_match" and err.details["lines"] == [3, 6]
+    assert err.details["anchor_lines"] == [2, 5] and "anchors stack" in err.message
+    # Stacked under the class: one place.
+    out = apply_diff(TWO_CLASSES, "@@ class B:\n" + diff)
+    assert out.endswith("class B:\n    def f(self):\n        return 2\n")
+    # The same with a hunk that only adds lines under the anchor.
+    err = _err(TWO_CLASSES, "@@     def f(self):\n+        pass\n")
+    assert err.code == "ambiguous_match"
+    # Twice, but the second occurrence lies past the next hunk: no other reading.
+    diff = ("@@     def f(self):\n-        return 1\n+        return 2\n"
+            "@@ class B:\n@@     def f(self):\n-        return 1\n+        return 3\n")
+    out = apply_diff(TWO_CLASSES, diff)
+    assert out == TWO_CLASSES.replace("return 1", "return 2", 1).replace("return 1",
+                                                                          "return 3")
+    # Twice, but the hunk's context only fits after the first: unique.
+    text = "def f():\n    a = 1\ndef f():\n    b = 1\n"
+    assert apply_diff(text, "@@ def f():\n-    a = 1\n+    a = 2\n") == text.replace(
+        "a = 1", "a = 2")
+
+
+def test_the_anchor_check_stays_linear() -> None:
+    text = "def f():\n    x\n" * 100_000
+    err = _bounded(lambda: _err(text, "@@ def f():\n-    x\n+    z\n"))
+    assert err.code == "ambiguous_match" and err.details["anchor_lines"] == [1, 3]
+    # 2,500 hunks, each anchored on its own line that recurs once, far below: each is
+    # checked up to the next hunk only; the last one's second occurrence is a reading.
+    lines = [f"a{i}" for i in range(5_000)] + ["pad"] * 50_000 + [f"a{i}" for i in range(5_000)]
+    diff = "".join(f"@@ a{i}\n+ins{i}\n" for i in range(0, 5_000, 2))
+    err = _bounded(lambda: _err("\n".join(lines), diff))
+    assert err.code == "ambiguous_match" and err.details["hunk"] == 2_500
+    # An anchor on the last line that also occurs above: after either is a reading.
+    assert _err("x\ny\nx", "@@ x\n+z\n").code == "ambiguous_match"

@@ -21,8 +21,10 @@ would guess:
   the error as a hint);
 * a hunk without an anchor must be located uniquely: if its context also occurs later,
   before the next hunk (or the end of the file), it is ``ambiguous_match``; a hunk with
-  an anchor takes the first match after its anchor, which is what ``@@`` asks for; a
-  hunk of added lines only needs an anchor (or ``*** End of File``, or an empty file);
+  an anchor takes the first match after its anchor, which is what ``@@`` asks for, unless
+  the anchor occurs again before the next hunk and the hunk fits after that too
+  (``ambiguous_match``: the SDK takes the first); a hunk of added lines only needs an
+  anchor (or ``*** End of File``, or an empty file);
 * an anchor already passed keeps the search where it is only when it continues the
   previous hunk's scope (a second hunk in the same function); one above that scope says
   nothing about where the hunk goes (the SDK writes at the context's next occurrence,
@@ -656,8 +658,10 @@ def _locate(lines: _Lines, hunks: Sequence[Hunk], path: str | None) -> list[int]
     positions: list[int] = []
     starts: list[int] = []  # where each hunk's search started
     scope: int | None = None  # the previous hunk's
+    found_at: list[int | None] = []  # each hunk's first anchor, when found ahead
     for h, hunk in enumerate(hunks):
         own_scope: int | None = None
+        ahead: int | None = None
         for j, anchor in enumerate(hunk.anchors):
             at = cursor
             cursor, line, passed = _locate_anchor(lines, hunk, anchor, cursor, index,
@@ -666,6 +670,8 @@ def _locate(lines: _Lines, hunks: Sequence[Hunk], path: str | None) -> list[int]
                 if passed and scope is not None and line < scope:
                     raise _out_of_scope(hunk, anchor, line, hunks[h - 1], scope, at, path)
                 own_scope = line
+                ahead = None if passed else line
+        found_at.append(ahead)
         starts.append(cursor)
         k = len(hunk.old)
         if hunk.eof:
@@ -697,7 +703,13 @@ def _locate(lines: _Lines, hunks: Sequence[Hunk], path: str | None) -> list[int]
     # (or anywhere after, for the last) would be an equally valid reading of the diff.
     # The stretches are disjoint, so this is one more pass over the file.
     for idx, hunk in enumerate(hunks):
-        if hunk.anchors or hunk.eof or not hunk.old:
+        if hunk.eof:
+            continue
+        if hunk.anchors:
+            _check_anchor_unique(lines, hunks, idx, positions, found_at[idx], starts[idx],
+                                 path)
+            continue
+        if not hunk.old:
             continue
         pos = positions[idx]
         k = len(hunk.old)
@@ -712,6 +724,52 @@ def _locate(lines: _Lines, hunks: Sequence[Hunk], path: str | None) -> list[int]
         if again:
             raise _ambiguous(hunk, pos, again, starts[idx], path)
     return positions
+
+
+def _check_anchor_unique(lines: _Lines, hunks: Sequence[Hunk], idx: int,
+                         positions: Sequence[int], first: int | None, start: int,
+                         path: str | None) -> None:
+    """``ambiguous_match`` if the hunk's first anchor occurs again before the next hunk
+    and the hunk (its stacked anchors, then its context) also fits after that second
+    occurrence: ``@@ def f():`` in a file with two ``def f():`` chooses nothing, and the
+    SDK would take the first. Work: the stretch from the anchor to the next hunk, which
+    overlaps the next hunk's own stretch at most (each line is looked at twice)."""
+    if first is None:  # a passed anchor continues the previous hunk's scope
+        return
+    hunk = hunks[idx]
+    contents, seq = lines.contents, lines.seq
+    n = len(seq)
+    # The last hunk may also go after the file's last line (an insertion at ``n``).
+    stop = positions[idx + 1] if idx + 1 < len(hunks) else n + 1
+    key = hunk.anchors[0].strip()
+    again = next((i for i in range(first + 1, min(stop, n)) if contents[i].strip() == key),
+                 None)
+    if again is None:
+        return
+    cursor = again + 1
+    for anchor in hunk.anchors[1:]:
+        inner = anchor.strip()
+        found = next((i for i in range(cursor, min(stop, n)) if contents[i].strip() == inner),
+                     None)
+        if found is None:
+            return
+        cursor = found + 1
+    k = len(hunk.old)
+    other = cursor if not k else _first(seq, lines.pattern(hunk.old), cursor, stop + k - 1)
+    if other < 0 or other >= stop or other == positions[idx]:
+        return
+    pos = positions[idx]
+    raise fs_error(
+        "ambiguous_match",
+        f"{_name(hunk)}: its anchor '@@ {_shown(hunk.anchors[0])}' occurs more than once "
+        f"(lines {first + 1} and {again + 1}) and the hunk fits after each (at lines "
+        f"{pos + 1} and {other + 1}), so the anchor chooses nothing. Put the enclosing "
+        "class or function on an '@@' line of its own before it (anchors stack, outermost "
+        "first), or add context lines that occur in one place only.",
+        path=path,
+        details=_hunk_details(hunk, start, lines=[pos + 1, other + 1],
+                              anchor=_shown(hunk.anchors[0]),
+                              anchor_lines=[first + 1, again + 1]))
 
 
 def apply_update(raw: str, hunks: Sequence[Hunk], *, path: str | None = None,
