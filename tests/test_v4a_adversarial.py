@@ -505,3 +505,19 @@ def test_the_anchor_check_stays_linear() -> None:
     assert err.code == "ambiguous_match" and err.details["hunk"] == 2_500
     # An anchor on the last line that also occurs above: after either is a reading.
     assert _err("x\ny\nx", "@@ x\n+z\n").code == "ambiguous_match"
+
+
+def test_a_passed_anchor_that_also_occurs_ahead_chooses_nothing() -> None:
+    # The second hunk's anchor is behind the cursor (hunk 1's scope) and also ahead of
+    # it; the hunk fits under both: the SDK stays in hunk 1's scope. Refuse.
+    text = "def g():\n    pass\ndef g():\n    pass\n"
+    diff = "@@ def g():\n-    pass\n+    return 1\n@@ def g():\n+    # more\n"
+    sdk = sdk_apply_diff(text, diff)
+    assert sdk == "def g():\n    return 1\n    # more\ndef g():\n    pass\n"  # its pick
+    err = _err(text, diff)
+    assert err.code == "ambiguous_match" and err.details["hunk"] == 2
+    assert "passed already" in err.message and err.details["anchor_lines"] == [3]
+    # Only behind: the scope reading is the only one.
+    text = "def g():\n    a\n    b\n"
+    assert apply_diff(text, "@@ def g():\n-    a\n+    A\n@@ def g():\n-    b\n+    B\n") \
+        == "def g():\n    A\n    B\n"

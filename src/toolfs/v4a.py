@@ -658,10 +658,11 @@ def _locate(lines: _Lines, hunks: Sequence[Hunk], path: str | None) -> list[int]
     positions: list[int] = []
     starts: list[int] = []  # where each hunk's search started
     scope: int | None = None  # the previous hunk's
-    found_at: list[int | None] = []  # each hunk's first anchor, when found ahead
+    # Each hunk's first anchor: (its line, passed) -- passed: already behind the cursor.
+    found_at: list[tuple[int, bool] | None] = []
     for h, hunk in enumerate(hunks):
         own_scope: int | None = None
-        ahead: int | None = None
+        ahead: tuple[int, bool] | None = None
         for j, anchor in enumerate(hunk.anchors):
             at = cursor
             cursor, line, passed = _locate_anchor(lines, hunk, anchor, cursor, index,
@@ -670,7 +671,9 @@ def _locate(lines: _Lines, hunks: Sequence[Hunk], path: str | None) -> list[int]
                 if passed and scope is not None and line < scope:
                     raise _out_of_scope(hunk, anchor, line, hunks[h - 1], scope, at, path)
                 own_scope = line
-                ahead = None if passed else line
+                # Where another reading of the anchor would be searched from: past this
+                # occurrence, or (passed) from the cursor on.
+                ahead = (at, True) if passed else (line + 1, False)
         found_at.append(ahead)
         starts.append(cursor)
         k = len(hunk.old)
@@ -727,14 +730,19 @@ def _locate(lines: _Lines, hunks: Sequence[Hunk], path: str | None) -> list[int]
 
 
 def _check_anchor_unique(lines: _Lines, hunks: Sequence[Hunk], idx: int,
-                         positions: Sequence[int], first: int | None, start: int,
-                         path: str | None) -> None:
+                         positions: Sequence[int], anchored: tuple[int, bool] | None,
+                         start: int, path: str | None) -> None:
     """``ambiguous_match`` if the hunk's first anchor occurs again before the next hunk
-    and the hunk (its stacked anchors, then its context) also fits after that second
+    and the hunk (its stacked anchors, then its context) also fits after that other
     occurrence: ``@@ def f():`` in a file with two ``def f():`` chooses nothing, and the
-    SDK would take the first. Work: the stretch from the anchor to the next hunk, which
-    overlaps the next hunk's own stretch at most (each line is looked at twice)."""
-    if first is None:  # a passed anchor continues the previous hunk's scope
+    SDK would take the first. For an anchor already passed (read as "the previous
+    hunk's scope") the other reading is its next occurrence ahead of the cursor.
+
+    ``anchored``: ``(index to search again from, passed)``; not passed, that index is
+    the 1-based line of the anchor found. Work: the stretch from there to
+    the next hunk, which overlaps the next hunk's own stretch at most (each line is looked
+    at twice)."""
+    if anchored is None:
         return
     hunk = hunks[idx]
     contents, seq = lines.contents, lines.seq
@@ -742,7 +750,8 @@ def _check_anchor_unique(lines: _Lines, hunks: Sequence[Hunk], idx: int,
     # The last hunk may also go after the file's last line (an insertion at ``n``).
     stop = positions[idx + 1] if idx + 1 < len(hunks) else n + 1
     key = hunk.anchors[0].strip()
-    again = next((i for i in range(first + 1, min(stop, n)) if contents[i].strip() == key),
+    since, passed = anchored
+    again = next((i for i in range(since, min(stop, n)) if contents[i].strip() == key),
                  None)
     if again is None:
         return
@@ -759,17 +768,24 @@ def _check_anchor_unique(lines: _Lines, hunks: Sequence[Hunk], idx: int,
     if other < 0 or other >= stop or other == positions[idx]:
         return
     pos = positions[idx]
+    anchor = _shown(hunk.anchors[0])
+    if passed:
+        said = (f"its anchor '@@ {anchor}' was passed already (it continues the previous "
+                f"hunk's scope, which puts the hunk at line {pos + 1}), but it also occurs "
+                f"at line {again + 1}, and the hunk fits after that too (at line "
+                f"{other + 1})")
+    else:
+        said = (f"its anchor '@@ {anchor}' occurs more than once (lines {since} and "
+                f"{again + 1}) and the hunk fits after each (at lines {pos + 1} and "
+                f"{other + 1})")
     raise fs_error(
         "ambiguous_match",
-        f"{_name(hunk)}: its anchor '@@ {_shown(hunk.anchors[0])}' occurs more than once "
-        f"(lines {first + 1} and {again + 1}) and the hunk fits after each (at lines "
-        f"{pos + 1} and {other + 1}), so the anchor chooses nothing. Put the enclosing "
-        "class or function on an '@@' line of its own before it (anchors stack, outermost "
-        "first), or add context lines that occur in one place only.",
+        f"{_name(hunk)}: {said}, so the anchor chooses nothing. Put the enclosing class or "
+        "function on an '@@' line of its own before it (anchors stack, outermost first), "
+        "or add context lines that occur in one place only.",
         path=path,
-        details=_hunk_details(hunk, start, lines=[pos + 1, other + 1],
-                              anchor=_shown(hunk.anchors[0]),
-                              anchor_lines=[first + 1, again + 1]))
+        details=_hunk_details(hunk, start, lines=[pos + 1, other + 1], anchor=anchor,
+                              anchor_lines=[again + 1] if passed else [since, again + 1]))
 
 
 def apply_update(raw: str, hunks: Sequence[Hunk], *, path: str | None = None,
