@@ -510,7 +510,7 @@ def test_a_whole_patch_reports_per_file_what_landed() -> None:
     ws.read("gone.txt")
     report = apply_patch_text(ws, (
         "*** Begin Patch\n"
-        "*** Add File: new.txt\n+hello\n+\n"
+        "*** Add File: new.txt\n+hello\n"
         "*** Update File: old.py\n*** Move to: pkg/new.py\n@@\n-x = 1\n+x = 2\n"
         "*** Delete File: gone.txt\n"
         "*** End Patch\n"))

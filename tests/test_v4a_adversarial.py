@@ -521,3 +521,21 @@ def test_a_passed_anchor_that_also_occurs_ahead_chooses_nothing() -> None:
     text = "def g():\n    a\n    b\n"
     assert apply_diff(text, "@@ def g():\n-    a\n+    A\n@@ def g():\n-    b\n+    B\n") \
         == "def g():\n    A\n    B\n"
+
+
+def test_an_added_file_in_a_whole_patch_ends_with_a_newline_as_in_codex() -> None:
+    # Codex's grammar (add_line: "+" text LF) and its parser: "+a\n+b\n" is "a\nb\n".
+    # A lone create_file operation keeps the Agents SDK's join (no final newline).
+    ws = _mem("v4a-add")
+    report = apply_patch_text(ws, "*** Begin Patch\n*** Add File: a.txt\n+a\n+b\n"
+                                  "*** Add File: blank-end.txt\n+a\n+\n"
+                                  "*** Add File: empty.txt\n*** End Patch\n")
+    assert not report.is_error, report.text
+    assert ws.fs.cat_file("a.txt") == b"a\nb\n"
+    assert ws.fs.cat_file("blank-end.txt") == b"a\n\n"
+    assert ws.fs.cat_file("empty.txt") == b""
+    report = apply_patch_text(ws, "*** Begin Patch\r\n*** Add File: crlf.txt\r\n+a\r\n"
+                                  "*** End Patch\r\n")
+    assert ws.fs.cat_file("crlf.txt") == b"a\r\n", report.text
+    out = apply_patch(ws, {"type": "create_file", "path": "lone.txt", "diff": "+a\n+b\n"})
+    assert not out.is_error and ws.fs.cat_file("lone.txt") == b"a\nb"

@@ -873,7 +873,10 @@ def parse_patch(patch: str) -> list[FileOperation]:
     ``*** Add File:`` / ``*** Delete File:`` / ``*** Update File:`` [``*** Move to:``]),
     in order; ``invalid_arguments`` naming the line for anything else. Each operation's
     ``diff`` is its section's lines, to be parsed as any ``create_file`` or
-    ``update_file`` diff."""
+    ``update_file`` diff; an added file ends with a newline, as in Codex (whose format
+    this is: each ``+`` line is a line of the file), where a lone ``create_file``
+    operation follows the Agents SDK (no final newline unless its diff ends with an
+    empty ``+`` line)."""
     _check_text(patch, None)
     lines = diff_lines(patch)
     envelope = "apply_patch_envelope"
@@ -925,6 +928,11 @@ def parse_patch(patch: str) -> list[FileOperation]:
         else:
             kind: Literal["create_file", "update_file"] = (
                 "create_file" if header == "*** Add File: " else "update_file")
+            if kind == "create_file" and body:
+                # Codex's grammar: every added line ends with its newline ("+" line LF),
+                # so an added file ends with one; as a create_file diff (the SDK's join,
+                # no final newline) that is one more empty '+' line.
+                body = [*body, "+"]
             ops.append(FileOperation(kind, path, newline.join(body) + newline if body else "",
                                      move_to, patch_line=start + 1))
     if not ops:
