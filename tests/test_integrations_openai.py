@@ -126,8 +126,11 @@ def test_anchors_locate_and_stack() -> None:
     assert out.endswith("class B:\n    def f(self):\n        return 2\n")
     assert out.startswith("class A:\n    def f(self):\n        return 1\n")
     # An anchor is compared without surrounding whitespace; the context stays exact.
-    assert apply_diff(text, "@@ def f(self):\n-        return 1\n+        return 0\n"
-                      ).count("return 0") == 1
+    assert apply_diff(text, "@@ class B:\n@@ def f(self):\n-        return 1\n"
+                            "+        return 0\n").count("return 0") == 1
+    # An anchor that occurs twice, the hunk fitting after both, chooses nothing.
+    err = _err(text, "@@ def f(self):\n-        return 1\n+        return 0\n")
+    assert err.code == "ambiguous_match" and err.details["anchor_lines"] == [2, 5]
     err = _err(text, "@@ class C:\n-        return 1\n+        return 2\n")
     assert err.code == "no_match" and err.details["anchor"] == "class C:"
     # Two hunks under one anchor: the second does not move past the first's scope.
@@ -507,7 +510,7 @@ def test_a_whole_patch_reports_per_file_what_landed() -> None:
     ws.read("gone.txt")
     report = apply_patch_text(ws, (
         "*** Begin Patch\n"
-        "*** Add File: new.txt\n+hello\n+\n"
+        "*** Add File: new.txt\n+hello\n"
         "*** Update File: old.py\n*** Move to: pkg/new.py\n@@\n-x = 1\n+x = 2\n"
         "*** Delete File: gone.txt\n"
         "*** End Patch\n"))

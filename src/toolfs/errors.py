@@ -82,6 +82,14 @@ _ADVICE_BY_OPERATION: dict[tuple[str, Any], str] = {
     ("invalid_arguments", "create_file"): "Read the file and change it with update_file, or "
                                           "delete it first.",
     ("invalid_arguments", "move_to"): "Choose a move_to that does not exist yet.",
+    # apply_patch refusals that are not about the diff's hunks.
+    ("invalid_arguments", "apply_patch_operation"): (
+        "Send one operation: type create_file, update_file or delete_file, a path "
+        "relative to the workspace root, and a diff for create_file and update_file."),
+    ("invalid_arguments", "apply_patch_envelope"): (
+        "Write the patch as '*** Begin Patch', then for each file '*** Add File: <path>', "
+        "'*** Update File: <path>' or '*** Delete File: <path>' and its lines, then "
+        "'*** End Patch'."),
 }
 
 

@@ -42,13 +42,13 @@ what to do next).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolfs.errors import FsError, fs_error
 from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
-from toolfs.render import ToolOutput, render_output
+from toolfs.render import MAX_OUTPUT_CHARS, ToolOutput, bound_text, render_output
 from toolfs.results import PatchResult
 from toolfs.text import decode
 from toolfs.v4a import apply_update, parse_create, parse_patch, parse_update
@@ -121,8 +121,9 @@ def _fields(value: Any) -> dict[str, Any]:
 
 
 def _invalid(message: str, path: str | None = None) -> FsError:
+    # Not about the diff's hunks: the advice describes an operation.
     return fs_error("invalid_arguments", message, path=path,
-                    details={"operation": "apply_patch"})
+                    details={"operation": "apply_patch_operation"})
 
 
 def _exists(display: str, what: Literal["create_file", "move_to"]) -> FsError:
@@ -253,8 +254,10 @@ def _output(ws: Workspace, operation: Any, require_read: bool) -> ToolOutput:
         op = operation if isinstance(operation, PatchOperation) else PatchOperation.of(operation)
         result = ws.run(lambda fs: run_operation(fs, op, require_read=require_read))
     except FsError as err:
-        # The advice names apply_patch's operations, not write/edit's arguments.
-        err.details.setdefault("operation", "apply_patch")
+        # The advice names apply_patch's operations, not write/edit's arguments; a bad
+        # argument the diff parser did not report (a path, say) is about the operation.
+        err.details.setdefault("operation", "apply_patch_operation"
+                               if err.code == "invalid_arguments" else "apply_patch")
         return render_output(ws.masked(err), ws.max_output_chars)
     return render_output(result, ws.max_output_chars)
 
@@ -308,6 +311,8 @@ class PatchReport:
     """One per file operation attempted, in patch order; only the last can be an error."""
     skipped: tuple[str, ...]
     """Files not attempted because an earlier one failed."""
+    max_chars: int = MAX_OUTPUT_CHARS
+    """The budget of :attr:`text` (the workspace's ``max_output_chars``)."""
 
     @property
     def is_error(self) -> bool:
@@ -315,11 +320,51 @@ class PatchReport:
 
     @property
     def text(self) -> str:
-        """The model's text: each file's line(s), then what was not applied."""
+        """The model's text: each file's line(s), then what was not applied; within
+        :attr:`max_chars` (a patch of thousands of files is summarised: the error and
+        the first files in full, counts for the rest)."""
         parts = [o.text for o in self.outputs]
         if self.skipped:
-            parts.append("Not applied, because of the error above: " + ", ".join(self.skipped))
-        return "\n".join(parts)
+            parts.append(_SKIPPED + ", ".join(self.skipped))
+        full = "\n".join(parts)
+        if len(full) <= self.max_chars:
+            return full
+        budget = self.max_chars
+        failed = self.outputs[-1] if self.outputs and self.outputs[-1].is_error else None
+        done = self.outputs[:-1] if failed is not None else self.outputs
+        tail: list[str] = []
+        if failed is not None:
+            tail.append(bound_text(failed.text, max(budget // 2, 1)))
+        if self.skipped:
+            tail.append(_listed(_SKIPPED, self.skipped, max(budget // 4, len(_SKIPPED) + 30)))
+        room = budget - sum(len(t) + 1 for t in tail)
+        head: list[str] = []
+        used = 0
+        for n, out in enumerate(done):
+            rest = len(done) - n
+            note = f"... and {rest} more files applied"
+            if used + len(out.text) + 1 + len(note) + 1 > room:
+                head.append(note)
+                break
+            head.append(out.text)
+            used += len(out.text) + 1
+        return bound_text("\n".join(head + tail), budget)
+
+
+_SKIPPED = "Not applied, because of the error above: "
+
+
+def _listed(prefix: str, names: Sequence[str], budget: int) -> str:
+    """``prefix`` and as many of ``names`` as fit in ``budget``, then how many more."""
+    shown: list[str] = []
+    used = len(prefix)
+    for n, name in enumerate(names):
+        more = f" and {len(names) - n} more"
+        if used + len(name) + 2 + len(more) > budget:
+            return prefix + ", ".join(shown) + more
+        shown.append(name)
+        used += len(name) + 2
+    return prefix + ", ".join(shown)
 
 
 def apply_patch_text(ws: Workspace, patch: str, *, require_read: bool = True) -> PatchReport:
@@ -333,7 +378,8 @@ def apply_patch_text(ws: Workspace, patch: str, *, require_read: bool = True) ->
     """
     try:
         if not isinstance(patch, str):
-            raise _invalid("a patch must be a string")
+            raise fs_error("invalid_arguments", "a patch must be a string",
+                           details={"operation": "apply_patch_envelope"})
         ops = [PatchOperation(type=f.type, path=f.path, diff=f.diff, move_to=f.move_to)
                for f in parse_patch(patch)]
         for op in ops:
@@ -342,15 +388,16 @@ def apply_patch_text(ws: Workspace, patch: str, *, require_read: bool = True) ->
                 check(op.diff, path=op.path)
     except FsError as err:
         return PatchReport(outputs=(render_output(ws.masked(err), ws.max_output_chars),),
-                           skipped=())
+                           skipped=(), max_chars=ws.max_output_chars)
     outputs: list[ToolOutput] = []
     for n, op in enumerate(ops):
         out = _output(ws, op, require_read)
         outputs.append(out)
         if out.is_error:
             return PatchReport(outputs=tuple(outputs),
-                               skipped=tuple(o.path for o in ops[n + 1:]))
-    return PatchReport(outputs=tuple(outputs), skipped=())
+                               skipped=tuple(o.path for o in ops[n + 1:]),
+                               max_chars=ws.max_output_chars)
+    return PatchReport(outputs=tuple(outputs), skipped=(), max_chars=ws.max_output_chars)
 
 
 # -- the Agents SDK -----------------------------------------------------------------------

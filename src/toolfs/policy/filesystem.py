@@ -551,12 +551,25 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         elif self.policy is None:
             mode = Overwrite()
         elif obs is None or obs.version is None:
+            # "Read it first" would send the model to read a directory; say what it is
+            # (only on this refusal path, so a normal delete costs no extra request).
+            if self._directory(target):
+                err = fs_error("not_a_file", f"{target.display} is a directory; only files "
+                               "can be deleted", path=target.display)
+                raise self._fail(err, target, "delete")
             err = fs_error("not_observed", f"read {target.display} before deleting it",
                            path=target.display)
             raise self._fail(err, target, "delete")
         else:
             mode = Update(obs.version)
         self._delete(target, mode)
+
+    def _directory(self, target: Target) -> bool:
+        """``target`` is a directory on the backend (a failing probe: not known to be)."""
+        try:
+            return bool(self.fs.isdir(target.backend_path))
+        except Exception:  # a refusal follows either way; the probe only picks its words
+            return False
 
     def _delete(self, target: Target, mode: Update | Overwrite) -> None:
         """Remove the file on condition ``mode``; the one place every delete goes through."""
