@@ -8,6 +8,7 @@ parallel calls of one agent. The SDK's own tool runner drives the tools where it
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -124,6 +125,22 @@ def test_memory_error_texts_are_the_documented_ones(mem: Backend) -> None:
         "the memory tool are: view, create, str_replace, insert, delete, rename\n")
 
 
+def test_rename_onto_an_empty_directory_names_the_destination(tmp_path: Any) -> None:
+    """Local disk keeps empty directories: a rename onto one used to fail creating the
+    file there, with an error naming the source ("/memories/a.md is not a file")."""
+    b = LocalBackend(str(tmp_path))
+    b.setup()
+    b.put("a.md", b"a\n")
+    os.makedirs(b.key("empty"))
+    memory = MemoryTool(b.workspace())
+    with pytest.raises(anthropic.lib.tools.ToolError) as caught:
+        memory.call({"command": "rename", "old_path": "/memories/a.md",
+                     "new_path": "/memories/empty"})
+    assert str(caught.value).startswith(
+        "Error [invalid_arguments]: The destination /memories/empty already exists\n")
+    assert b.get("a.md") == b"a\n" and os.path.isdir(b.key("empty"))
+
+
 # -- outputs that could trap the model -------------------------------------------------
 
 
@@ -138,6 +155,30 @@ def test_a_view_always_shows_at_least_one_line(mem: Backend) -> None:
     assert "     1\tyyy" in out.text, out.text
     assert "lines 1-0" not in out.text
     assert "view_range [2, -1]" in out.text, out.text
+
+
+def test_the_snippet_of_a_huge_change_stays_within_the_budget(mem: Backend) -> None:
+    """The snippet after str_replace/insert shows every changed line; a change of
+    thousands of lines used to be echoed whole (cut only by the generic output limit,
+    which also cut the closing note)."""
+    mem.put("a.txt", b"one\ntwo\n")
+    big = "".join(f"new line {i}\n" for i in range(5_000))
+    ws = mem.workspace()
+    ed = TextEditor(ws, max_characters=2_000)
+    memory = MemoryTool(ws)
+    ed.execute({"command": "view", "path": "a.txt"})
+    for out in (ed.execute({"command": "insert", "path": "a.txt", "insert_line": 1,
+                            "insert_text": big}),
+                ed.execute({"command": "str_replace", "path": "a.txt", "old_str": "two\n",
+                            "new_str": big + "y" * 50_000 + "\n"})):
+        assert not out.is_error, out.text
+        assert len(out.text) <= 2_000, len(out.text)
+        assert "(Snippet truncated: lines " in out.text
+        assert out.text.endswith("Edit the file again if necessary.")
+    memory.call({"command": "view", "path": "/memories/a.txt"})
+    text = memory.call({"command": "str_replace", "path": "/memories/a.txt",
+                        "old_str": "one\n", "new_str": big * 10})
+    assert len(text) <= ws.max_output_chars and "(Snippet truncated: lines " in text
 
 
 def test_editor_root_and_slash_paths(tmp_path: Any) -> None:

@@ -654,8 +654,7 @@ class _Engine:
         return _Done(self._edited(shown, result, insert=False), result)
 
     def _edited(self, shown: str, r: EditResult, *, insert: bool) -> str:
-        rows = [number_line(r.snippet_start + i, line) for i, line in enumerate(r.snippet)]
-        snippet = "\n".join(rows)
+        snippet = self._snippet(r, self.budget - 2 * MAX_SHOWN_PATH - 400)
         if self.memory:
             if insert:  # [memory docs] and [memory SDK] insert
                 return f"The file {shown} has been edited."
@@ -669,6 +668,26 @@ class _Engine:
                     f"on a snippet of the edited file:\n{snippet}\n{_INSERT_NOTE}")
         return (f"The file {shown} has been edited. Here's the result of running `cat -n` on "
                 f"a snippet of {shown}:\n{snippet}\n{_SNIPPET_NOTE}")
+
+    @staticmethod
+    def _snippet(r: EditResult, room: int) -> str:
+        """The numbered lines around a change, within ``room`` characters: a change of
+        many lines is shown from its start, with how to see the rest (the [editor] clips
+        its outputs the same way, at 16,000 characters)."""
+        rows: list[str] = []
+        used = 0
+        for i, line in enumerate(r.snippet):
+            row = number_line(r.snippet_start + i, line, max(1, min(MAX_LINE_CHARS,
+                                                                    room - 80)))
+            if rows and used + len(row) + 1 > room:
+                last = r.snippet_start + len(rows) - 1
+                rows.append(f"(Snippet truncated: lines {r.snippet_start}-{last} of the "
+                            f"{len(r.snippet)} around the change shown. Use view with "
+                            f"view_range [{last + 1}, -1] to see the rest.)")
+                break
+            rows.append(row)
+            used += len(row) + 1
+        return "\n".join(rows)
 
     # -- insert --------------------------------------------------------------------
 
@@ -785,7 +804,7 @@ class _Engine:
         if new == old or new.startswith(old + "/"):
             raise _invalid(f"Cannot rename {old_shown} into itself ({new_shown})")
         self._call(lambda: self.fs.resolve(new), new_shown, new_raw)
-        if self._exists(new):
+        if self._exists(new) or self._empty_dir(new, new_shown, new_raw):
             # [memory docs] rename: "Error: The destination {new_path} already exists"
             raise _refuse("invalid_arguments", f"The destination {new_shown} already exists")
         if self._is_file(old, old_shown, old_raw):
@@ -807,6 +826,13 @@ class _Engine:
                 raise _refuse(err.code, msg, cause=err) from exc
         self._remove_empty_dirs(old)
         return _Done(f"Successfully renamed {old_shown} to {new_shown}", None)
+
+    def _empty_dir(self, rel: str, shown: str, given: str) -> bool:
+        """An empty directory: local disk and memory keep them (a file cannot be created
+        over one, and the failure would name the source); object stores have none."""
+        if not self.fs.store.capabilities.cheap_listing:
+            return False
+        return self._call(lambda: self.fs.isdir(rel), shown, given)
 
     def _exists(self, rel: str) -> bool:
         """A file, or a directory with a file below it (object stores have no empty
