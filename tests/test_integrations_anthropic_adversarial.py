@@ -279,6 +279,27 @@ def test_directory_rename_racing_with_an_edit_inside(store: Backend) -> None:
         assert not any(store.exists(f"dir/{n}.md") for n in "ac")
 
 
+def test_a_rename_whose_delete_has_an_unknown_outcome_keeps_the_copy(
+        mem: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The delete of the source fails in a way that does not say whether it happened
+    (a timeout after the store applied it): removing the copy then, as the undo of a
+    refused delete does, would lose the file."""
+    mem.put("n.md", b"keep me\n")
+    ws = mem.workspace()
+    real = ws.fs.rm_file
+
+    def delete_then_time_out(path: str, **kwargs: Any) -> None:
+        real(path, **kwargs)
+        if path == "n.md":
+            raise toolfs.FsError("backend_error", "the request timed out", path=path)
+    monkeypatch.setattr(ws.fs, "rm_file", delete_then_time_out)
+    out = MemoryTool(ws).execute_input({"command": "rename", "old_path": "/memories/n.md",
+                                        "new_path": "/memories/m.md"})
+    assert out.is_error and out.error is not None and out.error.code == "backend_error"
+    assert "both may exist now" in out.text, out.text
+    assert mem.get("m.md") == b"keep me\n"  # the only copy left is kept
+
+
 # -- the runner: every refusal reaches the model as a tool_result with is_error ---------
 
 

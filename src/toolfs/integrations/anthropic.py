@@ -863,19 +863,32 @@ class _Engine:
         try:
             self.fs.rm_file(old, version=version)
         except FsError as err:
-            self._undo(new, copy.version)
+            if err.code not in ("stale", "not_found"):
+                # The delete may have happened all the same (a timeout, say): removing
+                # the copy now could lose the file. Keep it, and say so.
+                raise _refuse(err.code, f"{self._model_path(old)} was copied to "
+                              f"{new_shown} but could not be deleted ({err.message}); both "
+                              "may exist now: view them before retrying", cause=err) from err
+            left = self._undo(new, copy.version)
             if err.code == "stale":
                 raise _refuse("stale", f"{self._model_path(old)} changed while it was being "
-                              "renamed; nothing was renamed", cause=err) from err
-            if err.code == "not_found":
-                raise _refuse("stale", f"{self._model_path(old)} was deleted while it was "
-                              "being renamed; nothing was renamed", cause=err) from err
-            raise
+                              f"renamed; nothing was renamed{left}", cause=err) from err
+            raise _refuse("stale", f"{self._model_path(old)} was deleted while it was "
+                          f"being renamed; nothing was renamed{left}", cause=err) from err
 
-    def _undo(self, path: str, version: FileVersion) -> None:
-        # If someone changed the copy already, it is theirs now and stays.
-        with contextlib.suppress(FsError):
+    def _undo(self, path: str, version: FileVersion) -> str:
+        """Remove the copy a failed move made, only if it is still that copy; what is
+        left over, for the answer ("" when nothing is)."""
+        try:
             self.fs.rm_file(path, version=version)
+        except FsError as err:
+            if err.code == "not_found":
+                return ""
+            shown = self._model_path(path)
+            if err.code == "stale":  # someone changed the copy already: theirs now
+                return f" (but {shown} was changed meanwhile by someone else and stays)"
+            return f" (but the copy at {shown} could not be removed: {err.message})"
+        return ""
 
 
 def _inserted(body: str, line: int, text: str) -> tuple[str, int, int]:
