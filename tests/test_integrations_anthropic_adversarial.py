@@ -8,6 +8,7 @@ parallel calls of one agent. The SDK's own tool runner drives the tools where it
 
 from __future__ import annotations
 
+import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -120,6 +121,10 @@ def test_memory_error_texts_are_the_documented_ones(mem: Backend) -> None:
                 else {"insert_line": 0, "insert_text": "y"})
         assert error(command=command, path="/memories/d", **args).startswith(
             "Error [not_a_file]: The path /memories/d is not a file.\n")
+    # A path through a file names the file as the model knows it (/memories/...).
+    assert error(command="create", path="/memories/a.md/x", file_text="x").startswith(
+        "Error [not_a_file]: /memories/a.md is a file, not a directory, so "
+        "/memories/a.md/x cannot be below it\n")
     assert error(command="bogus", path="/memories/a.md").startswith(
         "Error [invalid_arguments]: Unrecognized command bogus. The allowed commands for "
         "the memory tool are: view, create, str_replace, insert, delete, rename\n")
@@ -226,6 +231,14 @@ def test_beta_tools_answer_a_non_object_input_with_toolfs_text(mem: Backend) -> 
         with pytest.raises(anthropic.lib.tools.ToolError) as caught:
             tool.call(["x"])
         assert str(caught.value).startswith("Error [invalid_arguments]: "), caught.value
+    aws = toolfs.AsyncWorkspace(ws)
+    try:
+        for atool in beta_tools(aws):
+            with pytest.raises(anthropic.lib.tools.ToolError) as caught:
+                asyncio.run(atool.call(["x"]))
+            assert str(caught.value).startswith("Error [invalid_arguments]: ")
+    finally:
+        aws.close()
 
 
 # -- one agent's parallel calls: a rename and an edit of the same file ------------------

@@ -356,6 +356,10 @@ class _Engine:
         if err.code == "not_a_file" and "file" not in err.details:
             # The path names a directory (not a path through a file).
             return _Refusal(self._is_a_directory(shown), err)
+        if err.code == "not_a_file" and isinstance(err.details.get("file"), str):
+            # A path through a file ("notes.md/x"): name the file as the model knows it.
+            return _Refusal(f"{self._model_path(err.details['file'])} is a file, not a "
+                            f"directory, so {shown} cannot be below it", err)
         if err.code == "not_observed":
             return _Refusal(f"{shown} has not been viewed in this session; view it before "
                             "changing it", err)
