@@ -241,6 +241,28 @@ def test_beta_tools_answer_a_non_object_input_with_toolfs_text(mem: Backend) -> 
         aws.close()
 
 
+def test_async_tools_run_on_the_async_workspaces_threads(mem: Backend) -> None:
+    """With an AsyncWorkspace, the async editor and memory tool run their commands on its
+    bounded worker pool (not on the event loop's default executor)."""
+    import threading
+
+    from toolfs.integrations.anthropic import AsyncMemoryTool, AsyncTextEditor
+
+    mem.put("a.md", b"a\n")
+    aws = toolfs.AsyncWorkspace(mem.workspace())
+    seen: list[str] = []
+    aws.sync.subscribe(lambda event: seen.append(threading.current_thread().name))
+
+    async def main() -> None:
+        await AsyncTextEditor(aws).execute({"command": "view", "path": "a.md"})
+        await AsyncMemoryTool(aws).call({"command": "view", "path": "/memories/a.md"})
+    try:
+        asyncio.run(main())
+    finally:
+        aws.close()
+    assert seen and all(name.startswith("toolfs") for name in seen), seen
+
+
 # -- one agent's parallel calls: a rename and an edit of the same file ------------------
 
 

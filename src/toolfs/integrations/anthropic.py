@@ -269,6 +269,8 @@ class _Engine:
     def __init__(self, ws: Workspace | AsyncWorkspace, *, memory: bool,
                  max_characters: int | None = None) -> None:
         self.ws = ws.sync if isinstance(ws, AsyncWorkspace) else ws
+        # An AsyncWorkspace's commands run on its own (bounded) worker threads.
+        self.async_ws = ws if isinstance(ws, AsyncWorkspace) else None
         if not isinstance(self.ws, Workspace):
             raise TypeError("expected a toolfs.Workspace or toolfs.AsyncWorkspace")
         self.memory = memory
@@ -313,6 +315,12 @@ class _Engine:
             return self._error_output(masked.message, masked)
         return ToolOutput(text=done.text, value=done.value, error=None,
                           max_chars=self.ws.max_output_chars)
+
+    async def arun(self, arguments: object, commands: tuple[str, ...]) -> ToolOutput:
+        """:meth:`run` on a worker thread: the AsyncWorkspace's, else the loop's."""
+        if self.async_ws is not None:
+            return await self.async_ws.call(self.run, arguments, commands)
+        return await asyncio.to_thread(self.run, arguments, commands)
 
     def _error_output(self, message: str, err: FsError) -> ToolOutput:
         advice = self.advice.get(err.code, err.advice)
@@ -978,7 +986,7 @@ class TextEditor(BetaBuiltinFunctionTool):
 
     async def aexecute(self, input: Mapping[str, Any]) -> ToolOutput:
         """:meth:`execute` as a coroutine (the command runs on a worker thread)."""
-        return await asyncio.to_thread(self._engine.run, input, _EDITOR_COMMANDS)
+        return await self._engine.arun(input, _EDITOR_COMMANDS)
 
     def call(self, input: object) -> str:
         """The tool runner's entry point: the text, or ``ToolError`` on an error."""
@@ -1005,7 +1013,7 @@ class AsyncTextEditor(BetaAsyncBuiltinFunctionTool):
 
     async def execute(self, input: Mapping[str, Any]) -> ToolOutput:
         """Run one command on a worker thread; never raises."""
-        return await asyncio.to_thread(self._engine.run, input, _EDITOR_COMMANDS)
+        return await self._engine.arun(input, _EDITOR_COMMANDS)
 
     async def call(self, input: object) -> str:
         return _result(await self.execute(cast(Mapping[str, Any], input)))
@@ -1092,7 +1100,7 @@ class AsyncMemoryTool(BetaAsyncAbstractMemoryTool):
 
     async def execute_input(self, input: Mapping[str, Any]) -> ToolOutput:
         """Run one command from the model's raw input; never raises."""
-        return await asyncio.to_thread(self._engine.run, input, _MEMORY_COMMANDS)
+        return await self._engine.arun(input, _MEMORY_COMMANDS)
 
     async def call(self, input: object) -> str:
         return _result(await self.execute_input(cast(Mapping[str, Any], input)))
