@@ -335,6 +335,30 @@ def test_a_rename_whose_delete_has_an_unknown_outcome_keeps_the_copy(
     assert mem.get("m.md") == b"keep me\n"  # the only copy left is kept
 
 
+def test_directory_delete_racing_with_an_edit_inside(store: Backend) -> None:
+    """An agent deletes a directory it has viewed while another edits one of its files:
+    a reported edit is never deleted, and a reported delete removed every file."""
+    for name in ("a", "b", "c"):
+        store.put(f"dir/{name}.md", f"{name}\n".encode())
+    ws = store.workspace()
+    deleter, editor = MemoryTool(ws.new_context()), MemoryTool(ws.new_context())
+    for name in ("a", "b", "c"):
+        deleter.call({"command": "view", "path": f"/memories/dir/{name}.md"})
+    editor.call({"command": "view", "path": "/memories/dir/b.md"})
+    with ThreadPoolExecutor(2) as pool:
+        deleting = pool.submit(deleter.execute_input,
+                               {"command": "delete", "path": "/memories/dir"})
+        editing = pool.submit(editor.execute_input, {
+            "command": "str_replace", "path": "/memories/dir/b.md", "old_str": "b",
+            "new_str": "B"})
+        deleted, edited = deleting.result(), editing.result()
+    if not edited.is_error:
+        assert store.exists("dir/b.md") and store.get("dir/b.md") == b"B\n", deleted.text
+        assert deleted.is_error, deleted.text
+    if not deleted.is_error:
+        assert not any(store.exists(f"dir/{n}.md") for n in "abc")
+
+
 # -- the runner: every refusal reaches the model as a tool_result with is_error ---------
 
 
