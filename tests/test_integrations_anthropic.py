@@ -201,7 +201,7 @@ def test_text_editor_loop(store: Backend) -> None:
     model.run([TextEditor(ws)])
     texts, errors = model.texts(), model.errors()
     assert errors == [False, False, True, False, False]
-    assert texts[0] == ("Here's the content of src/app.py with line numbers:\n"
+    assert texts[0] == ("Here's the result of running `cat -n` on src/app.py:\n"
                         "     1\tx = 1\n     2\ty = 2")
     assert texts[1].startswith("The file src/app.py has been edited. Here's the result of "
                                "running `cat -n` on a snippet of src/app.py:\n     1\tx = 2\n")
@@ -237,7 +237,7 @@ def test_memory_tool_loop(store: Backend) -> None:
     texts, errors = model.texts(), model.errors()
     assert errors == [False, False, False, True, False, False, False]
     assert texts[0].startswith("Here're the files and directories up to 2 levels deep in "
-                               "/memories, excluding hidden items:\n")
+                               "/memories, excluding hidden items and node_modules:\n")
     assert "28B\t/memories/notes.md" in texts[0]
     assert texts[1] == ("Here's the content of /memories/notes.md with line numbers:\n"
                         "     1\t- likes tea\n     2\t- lives in Oslo")
@@ -280,7 +280,8 @@ def test_text_editor_create_needs_a_view_to_replace(mem: Backend) -> None:
     ed = TextEditor(mem.workspace())
     out = ed.execute({"command": "create", "path": "a.txt", "file_text": "new\n"})
     assert out.is_error and out.error is not None and out.error.code == "not_observed"
-    assert out.text.startswith("Error [not_observed]: File a.txt already exists\n")
+    assert out.text.startswith("Error [not_observed]: File already exists at: a.txt. Cannot "
+                               "overwrite files using command `create`.\n")
     assert mem.get("a.txt") == b"old\n"
     assert not ed.execute({"command": "view", "path": "a.txt"}).is_error
     out = ed.execute({"command": "create", "path": "a.txt", "file_text": "new\n"})
@@ -297,13 +298,13 @@ def test_view_lists_two_levels_without_hidden_items(store: Backend) -> None:
     ed = TextEditor(store.workspace())
     text = ed.execute({"command": "view", "path": "."}).text
     assert text.splitlines() == [
-        "Here're the files and directories up to 2 levels deep in ., excluding hidden "
-        "items:", "-\t.", "1B\t./a.md", "-\t./d/", "1B\t./d/b.md", "-\t./d/e/"]
+        "Here's the files and directories up to 2 levels deep in ., excluding hidden "
+        "items:", ".", "./a.md", "./d", "./d/b.md", "./d/e"]
     memory = MemoryTool(store.workspace())
     listing = memory.call({"command": "view", "path": "/memories/d"})
-    assert listing.splitlines()[1:] == ["-\t/memories/d", "1B\t/memories/d/b.md",
-                                        "-\t/memories/d/e/", "1B\t/memories/d/e/c.md",
-                                        "-\t/memories/d/e/f/"]
+    assert listing.splitlines()[1:] == ["4B\t/memories/d", "1B\t/memories/d/b.md",
+                                        "2B\t/memories/d/e/", "1B\t/memories/d/e/c.md",
+                                        "1B\t/memories/d/e/f/"]
 
 
 def test_view_range_and_budget(mem: Backend) -> None:
@@ -375,7 +376,7 @@ def test_insert_into_empty_file_and_bounds(mem: Backend) -> None:
     out = ed.execute({"command": "insert", "path": "e.txt", "insert_line": 1,
                       "new_str": "x"})
     assert out.text.startswith("Error [invalid_arguments]: Invalid `insert_line` parameter: "
-                               "1. It should be within the range [0, 0].")
+                               "1. It should be within the range of lines of the file: [0, 0]")
     assert not ed.execute({"command": "insert", "path": "e.txt", "insert_line": 0,
                            "new_str": "x"}).is_error
     assert mem.get("e.txt") == b"x\n"
@@ -745,7 +746,7 @@ def test_insert_and_ambiguous_str_replace_are_refused_with_the_reference_words(
     out = ed.execute({"command": "str_replace", "path": "t.txt", "old_str": "a",
                       "new_str": "z"})
     assert out.text.startswith("Error [ambiguous_match]: No replacement was performed. "
-                               "Multiple occurrences of old_str `a` in lines: 1, 3. Please "
+                               "Multiple occurrences of old_str `a` in lines [1, 3]. Please "
                                "ensure it is unique\n")
     out = ed.execute({"command": "str_replace", "path": "t.txt", "old_str": "a \n",
                       "new_str": "z"})

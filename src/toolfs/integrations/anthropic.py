@@ -14,9 +14,19 @@ byte fidelity on every backend:
 * :func:`beta_tools` -- toolfs's six tools (read, write, edit, glob, grep, ls) as the
   SDK's beta function tools, with the pinned input schemas.
 
-Result texts follow the SDK's reference memory backend (the strings the models saw);
-errors are that wording plus toolfs's code and what to do next
-(``Error [stale]: ...``). ``view`` is an observation; ``str_replace`` and ``insert``
+Result and error texts are the reference implementations' own strings, the ones the
+models were trained on, each cited where it is used:
+
+* text editor: Anthropic's reference editor, ``EditTool20250728`` in
+  ``computer-use-demo/computer_use_demo/tools/edit.py`` (anthropic-quickstarts), cited
+  below as *[editor]*;
+* memory tool: the memory tool documentation's "Tool commands" section (*[memory docs]*)
+  and the SDK's ``BetaLocalFilesystemMemoryTool``
+  (``anthropic/lib/tools/_beta_builtin_memory_tool.py``, *[memory SDK]*); where the two
+  differ, the docs win (they describe what the API's own tool description promises).
+
+An error is that wording plus toolfs's code and what to do next (``Error [stale]: ...``),
+the ``Error: ...`` shape the docs use. ``view`` is an observation; ``str_replace`` and ``insert``
 need one and are ``stale`` after an outside change, exactly as ``edit``; each change is
 committed through the handle its bytes were computed from.
 """
@@ -30,6 +40,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+import pydantic
 from anthropic.lib.tools import (
     BetaAbstractMemoryTool,
     BetaAsyncAbstractMemoryTool,
@@ -80,9 +91,13 @@ MAX_SHOWN_OLD = 200
 """Characters of ``old_str`` echoed back in a message."""
 MAX_DIRECTORY_ENTRIES = 1_000
 """Entries a directory ``view`` lists (two levels, hidden ones excluded)."""
+MAX_SIZED_FILES = 10_000
+"""Files a memory directory ``view`` adds up for its directories' sizes (one listing);
+past that the directories' sizes are shown as ``-``."""
 MAX_TREE_FILES = 1_000
 """Files one directory ``delete`` or ``rename`` moves or removes."""
 
+# [editor] str_replace and insert: the sentence after the snippet.
 _SNIPPET_NOTE = ("Review the changes and make sure they are as expected. Edit the file again "
                  "if necessary.")
 _INSERT_NOTE = ("Review the changes and make sure they are as expected (correct indentation, no "
@@ -163,16 +178,19 @@ _FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 _STRINGS = {"path", "file_text", "old_str", "new_str", "insert_text", "old_path", "new_path"}
 
 
-def _checked(arguments: object, commands: tuple[str, ...]) -> dict[str, Any]:
+def _checked(arguments: object, commands: tuple[str, ...], tool: str) -> dict[str, Any]:
     """The model's input, checked: a known command, its fields and their types."""
     if not isinstance(arguments, Mapping):
         raise _invalid("the input must be a JSON object")
     given = dict(arguments)
     command = given.get("command")
+    allowed = f"The allowed commands for the {tool} tool are: {', '.join(commands)}"
+    if command is None:
+        raise _invalid(f"Parameter `command` is required. {allowed}")
     if not isinstance(command, str) or command not in commands:
-        shown = _shown(str(command), 50) if command is not None else None
-        what = "missing `command`" if shown is None else f"unknown command {shown!r}"
-        raise _invalid(f"{what}; the commands are {', '.join(commands)}")
+        # [editor]: "Unrecognized command {command}. The allowed commands for the
+        # {self.name} tool are: ..."
+        raise _invalid(f"Unrecognized command {_shown(str(command), 50)}. {allowed}")
     required, optional = _FIELDS[command]
     for name in given:
         if name != "command" and name not in required + optional:
@@ -184,6 +202,10 @@ def _checked(arguments: object, commands: tuple[str, ...]) -> dict[str, Any]:
     for name, value in given.items():
         if name in _STRINGS and not isinstance(value, str):
             raise _invalid(f"Parameter `{name}` must be a string")
+        if name in _STRINGS and not _encodable(value):
+            # JSON can carry a lone surrogate; no file can hold one. Refused here, as
+            # the model's mistake, before it can surface as a storage failure.
+            raise _invalid(f"Parameter `{name}` is not valid Unicode (a lone surrogate)")
     if command == "insert":
         if isinstance(given["insert_line"], bool) or not isinstance(given["insert_line"], int):
             raise _invalid("Parameter `insert_line` must be an integer")
@@ -201,6 +223,14 @@ def _checked(arguments: object, commands: tuple[str, ...]) -> dict[str, Any]:
                 and all(isinstance(n, int) and not isinstance(n, bool) for n in view_range)):
             raise _invalid("Invalid `view_range`. It should be a list of two integers.")
     return given
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_text(text: str, path: str) -> None:
@@ -239,9 +269,12 @@ class _Engine:
     def __init__(self, ws: Workspace | AsyncWorkspace, *, memory: bool,
                  max_characters: int | None = None) -> None:
         self.ws = ws.sync if isinstance(ws, AsyncWorkspace) else ws
+        # An AsyncWorkspace's commands run on its own (bounded) worker threads.
+        self.async_ws = ws if isinstance(ws, AsyncWorkspace) else None
         if not isinstance(self.ws, Workspace):
             raise TypeError("expected a toolfs.Workspace or toolfs.AsyncWorkspace")
         self.memory = memory
+        self.tool = "memory" if memory else TEXT_EDITOR_NAME
         self.max_characters = max_characters
         self.advice = _MEMORY_ADVICE if memory else _ADVICE
 
@@ -259,7 +292,7 @@ class _Engine:
     def run(self, arguments: object, commands: tuple[str, ...]) -> ToolOutput:
         """Execute one command; never raises."""
         try:
-            given = _checked(arguments, commands)
+            given = _checked(arguments, commands, self.tool)
             done = getattr(self, "_" + given["command"])(given)
         except _Refusal as refusal:
             # Credentials never reach the model, whichever wording carries the error.
@@ -268,6 +301,13 @@ class _Engine:
         except FsError as known:
             masked = self.ws.masked(known)
             return self._error_output(masked.message, masked)
+        except pydantic.ValidationError as exc:
+            # toolfs's argument models refused a value the checks above let through:
+            # the model's input, not the storage, is at fault.
+            bad = fs_error("invalid_arguments", "; ".join(
+                str(e.get("msg", "invalid value")) for e in exc.errors()[:3]))
+            bad.__cause__ = exc
+            return self._error_output(bad.message, bad)
         except Exception as exc:  # the model gets a result, never a traceback
             failure = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
             failure.__cause__ = exc
@@ -275,6 +315,12 @@ class _Engine:
             return self._error_output(masked.message, masked)
         return ToolOutput(text=done.text, value=done.value, error=None,
                           max_chars=self.ws.max_output_chars)
+
+    async def arun(self, arguments: object, commands: tuple[str, ...]) -> ToolOutput:
+        """:meth:`run` on a worker thread: the AsyncWorkspace's, else the loop's."""
+        if self.async_ws is not None:
+            return await self.async_ws.call(self.run, arguments, commands)
+        return await asyncio.to_thread(self.run, arguments, commands)
 
     def _error_output(self, message: str, err: FsError) -> ToolOutput:
         advice = self.advice.get(err.code, err.advice)
@@ -290,6 +336,7 @@ class _Engine:
         if not self.memory:
             return given
         if given != MEMORY_ROOT and not given.startswith(MEMORY_ROOT + "/"):
+            # [memory SDK] _validate_path (stricter: "/memoriesX" is refused too)
             raise _refuse("outside_root",
                           f"Path must start with /memories, got: {_shown(given, MAX_SHOWN_PATH)}")
         rel = given[len(MEMORY_ROOT):].lstrip("/")
@@ -298,12 +345,14 @@ class _Engine:
         return rel or "."
 
     def _escape(self, given: str) -> _Refusal:
+        # [memory SDK] _validate_path
         return _refuse("outside_root",
                        f"Path {_shown(given, MAX_SHOWN_PATH)} would escape /memories directory")
 
     def _translate(self, err: FsError, shown: str, given: str) -> _Refusal | FsError:
         """toolfs's error in the reference wording where one exists."""
         if err.code == "not_found" and not err.details.get("bucket"):
+            # [editor] validate_path and [memory docs] view, then toolfs's near misses
             extra = ""
             near = err.details.get("did_you_mean")
             if near:
@@ -312,6 +361,13 @@ class _Engine:
                            f"valid path.{extra}", cause=err)
         if err.code == "outside_root" and self.memory:
             return _Refusal(self._escape(given).message, err)
+        if err.code == "not_a_file" and "file" not in err.details:
+            # The path names a directory (not a path through a file).
+            return _Refusal(self._is_a_directory(shown), err)
+        if err.code == "not_a_file" and isinstance(err.details.get("file"), str):
+            # A path through a file ("notes.md/x"): name the file as the model knows it.
+            return _Refusal(f"{self._model_path(err.details['file'])} is a file, not a "
+                            f"directory, so {shown} cannot be below it", err)
         if err.code == "not_observed":
             return _Refusal(f"{shown} has not been viewed in this session; view it before "
                             "changing it", err)
@@ -322,6 +378,14 @@ class _Engine:
             # toolfs names files relative to the root; the model knows /memories/...
             message = self._model_path(err.path) + message[len(err.path):]
         return err if message == err.message else _Refusal(message, err)
+
+    def _is_a_directory(self, shown: str) -> str:
+        """A command other than view on a directory."""
+        if self.memory:
+            return f"The path {shown} is not a file."  # [memory SDK] str_replace, insert
+        # [editor] validate_path
+        return (f"The path {shown} is a directory and only the `view` command can be used "
+                "on directories")
 
     def _shown_paths(self, paths: list[str]) -> list[str]:
         if not self.memory:
@@ -353,7 +417,9 @@ class _Engine:
         if rel == "." or (not self.memory and raw in ("", ".")):
             return self._view_dir(".", shown, raw, view_range)
         if rel.endswith("/"):
-            return self._view_dir(rel.rstrip("/") or ".", shown, raw, view_range)
+            # "d/" is the directory d; "/" alone is an absolute path like any other
+            # (the workspace root only when the root is "/"), never the root by default.
+            return self._view_dir(rel.rstrip("/") or rel, shown, raw, view_range)
         start, end = 1, -1
         if view_range is not None:
             start, end = int(view_range[0]), int(view_range[1])
@@ -361,8 +427,12 @@ class _Engine:
                 raise _invalid(f"Invalid `view_range`: {list(view_range)}. Its first element "
                                f"`{start}` should be at least 1")
             if end != -1 and end < start:
+                # [editor]: "Invalid `view_range`: {view_range}. Its second element
+                # `{final_line}` should be larger or equal than its first `{init_line}`"
                 raise _invalid(f"Invalid `view_range`: {list(view_range)}. Its second element "
                                f"`{end}` should be larger or equal than its first `{start}`")
+            # An end past the last line shows up to the last line (as the [memory SDK]
+            # does; the [editor] refuses it, which only costs the model a round trip).
         # No more lines than the budget could show (each numbered line takes at least 8
         # characters): a streamed read of a huge file stays bounded.
         room = self.budget // 8 + 1
@@ -370,7 +440,7 @@ class _Engine:
         try:
             result = tools.read(self.fs, ReadArgs(file_path=rel, offset=start, limit=limit))
         except FsError as err:
-            if err.code == "not_a_file":
+            if err.code == "not_a_file" and "file" not in err.details:
                 return self._view_dir(rel, shown, raw, view_range)
             # Object stores have no directory objects: a prefix with files below it is
             # a directory all the same.
@@ -384,13 +454,20 @@ class _Engine:
         if r.line_count == 0 and r.start_line > 1:
             total = r.total_lines
             if total is not None:
+                # [editor]: "Invalid `view_range`: {view_range}. Its first element
+                # `{init_line}` should be within the range of lines of the file: {[1, n]}"
                 raise _refuse("invalid_arguments",
                               f"Invalid `view_range`: [{start}, {end}]. Its first element "
                               f"`{start}` should be within the range of lines of the file: "
                               f"[1, {total}]")
             raise _invalid(f"Invalid `view_range`: [{start}, {end}]: the file has fewer "
                            f"than {start} lines")
-        header = f"Here's the content of {shown} with line numbers:"
+        if self.memory:
+            # [memory docs] view, files: "Here's the content of {path} with line numbers:"
+            header = f"Here's the content of {shown} with line numbers:"
+        else:
+            # [editor] _make_output: "Here's the result of running `cat -n` on {path}:"
+            header = f"Here's the result of running `cat -n` on {shown}:"
         if not r.lines:
             return f"{header}\n(The file is empty.)"
         room = self.budget - len(header) - 200  # the footer's room
@@ -403,6 +480,13 @@ class _Engine:
             if cut is not None and len(line) <= MAX_LINE_CHARS:
                 row += f"... [line truncated: {len(line)} of {cut.chars} characters shown]"
             if used + len(row) + 1 > room:
+                if not rows:
+                    # Not even the first line fits: show its start rather than nothing,
+                    # which would send the model back for the same view forever.
+                    full = cut.chars if cut is not None else len(line)
+                    keep = max(1, room - 80)
+                    rows.append(number_line(n, "", 0) + f"{line[:keep]}... [line truncated: "
+                                f"{min(keep, len(line))} of {full} characters shown]")
                 break
             rows.append(row)
             used += len(row) + 1
@@ -415,23 +499,28 @@ class _Engine:
                       f"Use view_range [{last + 1}, -1] to see more.)")
         return header + "\n" + "\n".join(rows) + footer
 
+    def _hidden(self, name: str) -> bool:
+        """Left out of a directory view: hidden items ([editor]: ``find -not -path
+        '*/\\.*'``); the memory tool also leaves out ``node_modules`` ([memory docs])."""
+        return name.startswith(".") or (self.memory and name == "node_modules")
+
     def _view_dir(self, rel: str, shown: str, raw: str,
                   view_range: Any) -> _Done:
         if view_range is not None:
+            # [editor] view
             raise _invalid("The `view_range` parameter is not allowed when `path` points to "
                            "a directory.")
         top = None if rel == "." else rel
-        entries: list[ListEntry] = []
-        rows: list[str] = []
+        tree: list[tuple[Found, str]] = []  # (entry, path relative to the viewed one)
         truncated = False
         level1 = self._call(lambda: list(self.fs.list_dir(top)), shown, raw)
         for found in sorted(level1, key=lambda f: f.rel):
-            if len(entries) >= MAX_DIRECTORY_ENTRIES:
+            if len(tree) >= MAX_DIRECTORY_ENTRIES:
                 truncated = True
                 break
-            if found.rel.startswith("."):
+            if self._hidden(found.rel):
                 continue
-            self._add_entry(found, found.rel, entries, rows, shown)
+            tree.append((found, found.rel))
             if found.kind != "dir":
                 continue
             try:
@@ -439,17 +528,16 @@ class _Engine:
             except FsError:
                 continue  # vanished or unreadable since the listing: shown as empty
             for inner in level2:
-                if len(entries) >= MAX_DIRECTORY_ENTRIES:
+                if len(tree) >= MAX_DIRECTORY_ENTRIES:
                     truncated = True
                     break
-                if inner.rel.startswith("."):
-                    continue
-                self._add_entry(inner, f"{found.rel}/{inner.rel}", entries, rows, shown)
-        header = (f"Here're the files and directories up to 2 levels deep in {shown}, "
-                  "excluding hidden items:")
-        lines = [header, f"-\t{shown}", *rows]
-        text, used = "", 0
-        kept = 0
+                if not self._hidden(inner.rel):
+                    tree.append((inner, f"{found.rel}/{inner.rel}"))
+        if self.memory:
+            lines = self._memory_listing(top, shown, tree)
+        else:
+            lines = self._editor_listing(shown, tree)
+        text, used, kept = "", 0, 0
         for line in lines:
             if used + len(line) + 1 > self.budget - 200:
                 truncated = True
@@ -458,20 +546,59 @@ class _Engine:
             kept += 1
         text = "\n".join(lines[:kept])
         if truncated:
-            text += f"\n(Listing truncated: {kept - 2} entries shown.)"
-        value = ListResult(path=rel, entries=entries, truncated=truncated)
-        return _Done(text, value)
+            text += f"\n(Listing truncated: {max(kept - 2, 0)} entries shown.)"
+        entries = [ListEntry(name=path + "/", kind="dir", size=None) if f.kind == "dir"
+                   else ListEntry(name=path, kind="file", size=f.size) for f, path in tree]
+        return _Done(text, ListResult(path=rel, entries=entries, truncated=truncated))
 
     @staticmethod
-    def _add_entry(found: Found, rel: str, entries: list[ListEntry], rows: list[str],
-                   shown: str) -> None:
+    def _editor_listing(shown: str, tree: list[tuple[Found, str]]) -> list[str]:
+        """[editor]: "Here's the files and directories up to 2 levels deep in {path},
+        excluding hidden items:" then the output of ``find {path} -maxdepth 2 -not -path
+        '*/\\.*'``: the path itself, then each entry as ``{path}/{name}``."""
+        start = shown or "."
+        base = "" if start == "/" else start.rstrip("/")
+        header = (f"Here's the files and directories up to 2 levels deep in {start}, "
+                  "excluding hidden items:")
+        return [header, start, *(f"{base}/{path}" for _, path in tree)]
+
+    def _memory_listing(self, top: str | None, shown: str,
+                        tree: list[tuple[Found, str]]) -> list[str]:
+        """[memory docs] view, directories: "Here're the files and directories up to 2
+        levels deep in {path}, excluding hidden items and node_modules:" then one
+        ``{size}\\t{path}`` row for the directory itself and for each entry (sizes as
+        ``5.5K``; the [memory SDK] marks directories with a trailing ``/``). A directory's
+        size is the total of the files below it, from one listing of at most
+        MAX_SIZED_FILES files."""
+        totals: dict[str, int] = {}
+        root_total = 0
+        complete = True
+        for n, f in enumerate(self.fs.list_files(top)):
+            if n >= MAX_SIZED_FILES:
+                complete = False  # too many to add up in one view
+                break
+            size = f.size or 0
+            root_total += size
+            parts = f.rel.split("/")[:-1]
+            for depth in range(1, min(len(parts), 2) + 1):
+                key = "/".join(parts[:depth])
+                totals[key] = totals.get(key, 0) + size
+
+        def dir_size(path: str | None) -> str:
+            if not complete:
+                return "-"
+            return _format_size(root_total if path is None else totals.get(path, 0))
+
         base = shown.rstrip("/")
-        if found.kind == "dir":
-            entries.append(ListEntry(name=rel + "/", kind="dir", size=None))
-            rows.append(f"-\t{base}/{rel}/")
-        else:
-            entries.append(ListEntry(name=rel, kind="file", size=found.size))
-            rows.append(f"{_format_size(found.size or 0)}\t{base}/{rel}")
+        header = (f"Here're the files and directories up to 2 levels deep in {shown}, "
+                  "excluding hidden items and node_modules:")
+        rows = [header, f"{dir_size(None)}\t{shown}"]
+        for found, path in tree:
+            if found.kind == "dir":
+                rows.append(f"{dir_size(path)}\t{base}/{path}/")
+            else:
+                rows.append(f"{_format_size(found.size or 0)}\t{base}/{path}")
+        return rows
 
     # -- create --------------------------------------------------------------------
 
@@ -483,22 +610,24 @@ class _Engine:
             result = tools.write(self.fs, WriteArgs(file_path=rel, content=text))
         except FsError as err:
             if err.code == "not_observed":
-                # Replacing a file needs a view of it first, as toolfs's write does.
-                raise _refuse("not_observed", f"File {shown} already exists",
-                              cause=err) from err
+                # Replacing a file needs a view of it first, as toolfs's write does; the
+                # refusal is the reference one (which never overwrites).
+                if self.memory:  # [memory docs] create: "Error: File {path} already exists"
+                    message = f"File {shown} already exists"
+                else:  # [editor] validate_path
+                    message = (f"File already exists at: {shown}. Cannot overwrite files "
+                               "using command `create`.")
+                raise _refuse("not_observed", message, cause=err) from err
             raise self._translate(err, shown, raw) from err
         if result.action == "created":
+            # [editor] and [memory docs] create: "File created successfully at: {path}"
             return _Done(f"File created successfully at: {shown}", result)
         return _Done(f"File overwritten successfully at: {shown}", result)
 
     def _file_path(self, raw: str) -> str:
         rel = self.path(raw)
         if rel == ".":
-            if self.memory:
-                raise _refuse("not_a_file", "The path /memories is the memory directory, "
-                              "not a file")
-            raise _refuse("not_a_file", f"The path {_shown(raw, MAX_SHOWN_PATH)} is a "
-                          "directory, not a file")
+            raise _refuse("not_a_file", self._is_a_directory(_shown(raw, MAX_SHOWN_PATH)))
         return rel
 
     # -- str_replace ---------------------------------------------------------------
@@ -518,6 +647,7 @@ class _Engine:
                                                   new_string=new))
         except FsError as err:
             if err.code == "no_match":
+                # [editor] and [memory docs] str_replace, then toolfs's near-miss hint.
                 hint = err.message.partition("old_string was not found in the file.")[2]
                 raise _refuse("no_match", f"No replacement was performed, old_str "
                               f"`{old_shown}` did not appear verbatim in {shown}.{hint}",
@@ -525,25 +655,51 @@ class _Engine:
             if err.code == "ambiguous_match":
                 lines = ", ".join(str(n) for n in err.details.get("lines", [])[:20])
                 more = ", ..." if err.details.get("count", 0) > 20 else ""
+                # [memory docs]: "... Multiple occurrences of old_str `{old_str}` in lines:
+                # {line_numbers}. Please ensure it is unique"; [editor]: "... in lines
+                # {lines}. ..." with the Python list ("[2, 3]").
+                where = f"in lines: {lines}{more}" if self.memory else f"in lines [{lines}{more}]"
                 raise _refuse("ambiguous_match", f"No replacement was performed. Multiple "
-                              f"occurrences of old_str `{old_shown}` in lines: {lines}{more}. "
+                              f"occurrences of old_str `{old_shown}` {where}. "
                               "Please ensure it is unique", cause=err) from err
             raise self._translate(err, shown, raw) from err
         return _Done(self._edited(shown, result, insert=False), result)
 
     def _edited(self, shown: str, r: EditResult, *, insert: bool) -> str:
-        rows = [number_line(r.snippet_start + i, line) for i, line in enumerate(r.snippet)]
-        snippet = "\n".join(rows)
+        snippet = self._snippet(r, self.budget - 2 * MAX_SHOWN_PATH - 400)
         if self.memory:
-            if insert:
+            if insert:  # [memory docs] and [memory SDK] insert
                 return f"The file {shown} has been edited."
+            # [memory SDK] str_replace ([memory docs]: "The memory file has been edited."
+            # followed by a snippet of the edited file with line numbers)
             return ("The memory file has been edited. Here is the snippet showing the change "
                     f"(with line numbers):\n{snippet}")
+        # [editor] insert and str_replace (SNIPPET_LINES = 4 around the change)
         if insert:
             return (f"The file {shown} has been edited. Here's the result of running `cat -n` "
                     f"on a snippet of the edited file:\n{snippet}\n{_INSERT_NOTE}")
         return (f"The file {shown} has been edited. Here's the result of running `cat -n` on "
                 f"a snippet of {shown}:\n{snippet}\n{_SNIPPET_NOTE}")
+
+    @staticmethod
+    def _snippet(r: EditResult, room: int) -> str:
+        """The numbered lines around a change, within ``room`` characters: a change of
+        many lines is shown from its start, with how to see the rest (the [editor] clips
+        its outputs the same way, at 16,000 characters)."""
+        rows: list[str] = []
+        used = 0
+        for i, line in enumerate(r.snippet):
+            row = number_line(r.snippet_start + i, line, max(1, min(MAX_LINE_CHARS,
+                                                                    room - 80)))
+            if rows and used + len(row) + 1 > room:
+                last = r.snippet_start + len(rows) - 1
+                rows.append(f"(Snippet truncated: lines {r.snippet_start}-{last} of the "
+                            f"{len(r.snippet)} around the change shown. Use view with "
+                            f"view_range [{last + 1}, -1] to see the rest.)")
+                break
+            rows.append(row)
+            used += len(row) + 1
+        return "\n".join(rows)
 
     # -- insert --------------------------------------------------------------------
 
@@ -558,8 +714,10 @@ class _Engine:
             if line < 0 or line > len(lines):
                 if f.cached:
                     f.verify()  # an outdated view: "view it again" is the useful answer
+                # [editor] and [memory docs] insert (the [memory SDK] says "within the
+                # range [0, n].")
                 raise _invalid(f"Invalid `insert_line` parameter: {line}. It should be within "
-                               f"the range [0, {len(lines)}].")
+                               f"the range of lines of the file: [0, {len(lines)}]")
             _check_text(text, f.path)
             new_body, first, last = _inserted(body, line, text)
             commit = f.commit(doc.encode(new_body), operation="edit")
@@ -575,7 +733,7 @@ class _Engine:
         raw = given["path"]
         shown = _shown(raw, MAX_SHOWN_PATH)
         rel = self.path(raw)
-        if rel == ".":
+        if rel == ".":  # [memory SDK] delete
             raise _refuse("denied", "Cannot delete the /memories directory itself")
         if self._is_file(rel, shown, raw):
             try:
@@ -588,9 +746,10 @@ class _Engine:
                     raise _refuse("stale", f"{shown} changed since you last viewed it; it "
                                   "was not deleted", cause=err) from err
                 raise self._translate(err, shown, raw) from err
+            # [memory docs] and [memory SDK] delete
             return _Done(f"Successfully deleted {shown}", None)
         files = self._tree(rel)
-        if not files:
+        if not files:  # [memory docs] delete: "Error: The path {path} does not exist"
             raise _refuse("not_found", f"The path {shown} does not exist")
         # Every file must have been viewed at its current version: a delete must not
         # remove an update this agent never saw. Checked for all before any is removed.
@@ -650,20 +809,22 @@ class _Engine:
         old_raw, new_raw = given["old_path"], given["new_path"]
         old_shown, new_shown = _shown(old_raw, MAX_SHOWN_PATH), _shown(new_raw, MAX_SHOWN_PATH)
         old, new = self.path(old_raw), self.path(new_raw)
-        if old == ".":
+        if old == ".":  # [memory SDK] rename
             raise _refuse("denied", "Cannot rename the /memories directory itself")
         if new == ".":
             raise _refuse("invalid_arguments", f"The destination {new_shown} already exists")
         if new == old or new.startswith(old + "/"):
             raise _invalid(f"Cannot rename {old_shown} into itself ({new_shown})")
         self._call(lambda: self.fs.resolve(new), new_shown, new_raw)
-        if self._exists(new):
+        if self._exists(new) or self._empty_dir(new, new_shown, new_raw):
+            # [memory docs] rename: "Error: The destination {new_path} already exists"
             raise _refuse("invalid_arguments", f"The destination {new_shown} already exists")
         if self._is_file(old, old_shown, old_raw):
             self._call(lambda: self._move(old, new, new_shown), old_shown, old_raw)
+            # [memory docs] and [memory SDK] rename
             return _Done(f"Successfully renamed {old_shown} to {new_shown}", None)
         files = self._tree(old)
-        if not files:
+        if not files:  # [memory docs] rename: "Error: The path {old_path} does not exist"
             raise _refuse("not_found", f"The path {old_shown} does not exist")
         for moved, f in enumerate(files):
             suffix = f.path[len(old) + 1:] if old != "." else f.path
@@ -677,6 +838,13 @@ class _Engine:
                 raise _refuse(err.code, msg, cause=err) from exc
         self._remove_empty_dirs(old)
         return _Done(f"Successfully renamed {old_shown} to {new_shown}", None)
+
+    def _empty_dir(self, rel: str, shown: str, given: str) -> bool:
+        """An empty directory: local disk and memory keep them (a file cannot be created
+        over one, and the failure would name the source); object stores have none."""
+        if not self.fs.store.capabilities.cheap_listing:
+            return False
+        return self._call(lambda: self.fs.isdir(rel), shown, given)
 
     def _exists(self, rel: str) -> bool:
         """A file, or a directory with a file below it (object stores have no empty
@@ -707,19 +875,32 @@ class _Engine:
         try:
             self.fs.rm_file(old, version=version)
         except FsError as err:
-            self._undo(new, copy.version)
+            if err.code not in ("stale", "not_found"):
+                # The delete may have happened all the same (a timeout, say): removing
+                # the copy now could lose the file. Keep it, and say so.
+                raise _refuse(err.code, f"{self._model_path(old)} was copied to "
+                              f"{new_shown} but could not be deleted ({err.message}); both "
+                              "may exist now: view them before retrying", cause=err) from err
+            left = self._undo(new, copy.version)
             if err.code == "stale":
                 raise _refuse("stale", f"{self._model_path(old)} changed while it was being "
-                              "renamed; nothing was renamed", cause=err) from err
-            if err.code == "not_found":
-                raise _refuse("stale", f"{self._model_path(old)} was deleted while it was "
-                              "being renamed; nothing was renamed", cause=err) from err
-            raise
+                              f"renamed; nothing was renamed{left}", cause=err) from err
+            raise _refuse("stale", f"{self._model_path(old)} was deleted while it was "
+                          f"being renamed; nothing was renamed{left}", cause=err) from err
 
-    def _undo(self, path: str, version: FileVersion) -> None:
-        # If someone changed the copy already, it is theirs now and stays.
-        with contextlib.suppress(FsError):
+    def _undo(self, path: str, version: FileVersion) -> str:
+        """Remove the copy a failed move made, only if it is still that copy; what is
+        left over, for the answer ("" when nothing is)."""
+        try:
             self.fs.rm_file(path, version=version)
+        except FsError as err:
+            if err.code == "not_found":
+                return ""
+            shown = self._model_path(path)
+            if err.code == "stale":  # someone changed the copy already: theirs now
+                return f" (but {shown} was changed meanwhile by someone else and stays)"
+            return f" (but the copy at {shown} could not be removed: {err.message})"
+        return ""
 
 
 def _inserted(body: str, line: int, text: str) -> tuple[str, int, int]:
@@ -805,7 +986,7 @@ class TextEditor(BetaBuiltinFunctionTool):
 
     async def aexecute(self, input: Mapping[str, Any]) -> ToolOutput:
         """:meth:`execute` as a coroutine (the command runs on a worker thread)."""
-        return await asyncio.to_thread(self._engine.run, input, _EDITOR_COMMANDS)
+        return await self._engine.arun(input, _EDITOR_COMMANDS)
 
     def call(self, input: object) -> str:
         """The tool runner's entry point: the text, or ``ToolError`` on an error."""
@@ -832,7 +1013,7 @@ class AsyncTextEditor(BetaAsyncBuiltinFunctionTool):
 
     async def execute(self, input: Mapping[str, Any]) -> ToolOutput:
         """Run one command on a worker thread; never raises."""
-        return await asyncio.to_thread(self._engine.run, input, _EDITOR_COMMANDS)
+        return await self._engine.arun(input, _EDITOR_COMMANDS)
 
     async def call(self, input: object) -> str:
         return _result(await self.execute(cast(Mapping[str, Any], input)))
@@ -919,7 +1100,7 @@ class AsyncMemoryTool(BetaAsyncAbstractMemoryTool):
 
     async def execute_input(self, input: Mapping[str, Any]) -> ToolOutput:
         """Run one command from the model's raw input; never raises."""
-        return await asyncio.to_thread(self._engine.run, input, _MEMORY_COMMANDS)
+        return await self._engine.arun(input, _MEMORY_COMMANDS)
 
     async def call(self, input: object) -> str:
         return _result(await self.execute_input(cast(Mapping[str, Any], input)))
@@ -1006,6 +1187,39 @@ def _async_tool(ws: AsyncWorkspace, name: str) -> Callable[..., Any]:
     return run
 
 
+def _not_an_object(ws: Workspace) -> str:
+    err = fs_error("invalid_arguments", "the input must be a JSON object of the tool's "
+                   "parameters")
+    return render_output(err, ws.max_output_chars).text
+
+
+class _FunctionTool(BetaFunctionTool[Any]):
+    """The SDK's function tool, answering a non-object input with toolfs's error (the
+    SDK raises ``TypeError``, which the runner would hand the model as its repr)."""
+
+    def __init__(self, ws: Workspace, func: Callable[..., str], **kwargs: Any) -> None:
+        super().__init__(func, **kwargs)
+        self._ws = ws
+
+    def call(self, input: object) -> Any:
+        if not isinstance(input, Mapping):
+            raise ToolError(_not_an_object(self._ws))
+        return super().call(input)
+
+
+class _AsyncFunctionTool(BetaAsyncFunctionTool[Any]):
+    """:class:`_FunctionTool` for ``AsyncAnthropic``."""
+
+    def __init__(self, ws: Workspace, func: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(func, **kwargs)
+        self._ws = ws
+
+    async def call(self, input: object) -> Any:
+        if not isinstance(input, Mapping):
+            raise ToolError(_not_an_object(self._ws))
+        return await super().call(input)
+
+
 def beta_tools(ws: Workspace | AsyncWorkspace, tools: list[str] | tuple[str, ...] | None = None
                ) -> list[Any]:
     """toolfs's tools (read, write, edit, glob, grep, ls, or the subset ``tools``) for
@@ -1022,12 +1236,14 @@ def beta_tools(ws: Workspace | AsyncWorkspace, tools: list[str] | tuple[str, ...
     for definition in sync_ws.tool_definitions("anthropic", tools):
         name = definition["name"]
         if isinstance(ws, AsyncWorkspace):
-            out.append(BetaAsyncFunctionTool(
-                _async_tool(ws, name), name=name, description=definition["description"],
+            out.append(_AsyncFunctionTool(
+                sync_ws, _async_tool(ws, name), name=name,
+                description=definition["description"],
                 input_schema=definition["input_schema"]))
         else:
-            out.append(BetaFunctionTool(
-                _sync_tool(ws, name), name=name, description=definition["description"],
+            out.append(_FunctionTool(
+                sync_ws, _sync_tool(ws, name), name=name,
+                description=definition["description"],
                 input_schema=definition["input_schema"]))
     return out
 
