@@ -503,6 +503,28 @@ def test_move_keeps_a_copy_someone_else_changed_before_the_undo() -> None:
     assert raw.cat_file(ws.fs.resolve("b.txt").backend_path) == b"also theirs\n"
 
 
+def test_move_whose_delete_has_an_unknown_outcome_keeps_the_copy(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The source's delete fails without saying whether it happened (a timeout after the
+    store applied it): undoing the copy then could lose the file, so the copy stays."""
+    ws = _mem("oa-move-unknown")
+    ws.write("a.txt", "a\n")
+    store = ws.fs.store
+    real = store.delete
+    source = ws.fs.resolve("a.txt").backend_path
+
+    def delete_then_time_out(path: str, mode: Any) -> None:
+        real(path, mode)
+        if path == source:
+            raise toolfs.FsError("backend_error", "the request timed out", path=path)
+
+    monkeypatch.setattr(store, "delete", delete_then_time_out)
+    out = apply_patch(ws, _update("a.txt", "@@\n-a\n+b\n", move_to="b.txt"))
+    assert out.error is not None and out.error.code == "backend_error", out.text
+    assert "may exist now" in out.text and out.error.details["copy_kept"] == "b.txt"
+    assert ws.fs.cat_file("b.txt") == b"b\n"  # the only copy left is kept
+
+
 def test_a_whole_patch_reports_per_file_what_landed() -> None:
     ws = _mem("oa-envelope")
     ws.write("old.py", "x = 1\n")

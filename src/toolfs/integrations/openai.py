@@ -203,7 +203,8 @@ def _update(fs: PolicyFileSystem, op: PatchOperation, require_read: bool) -> Pat
 def _move(fs: PolicyFileSystem, f: ObservedFile, op: PatchOperation,
           data: bytes) -> PatchResult:
     """Create the destination from the patched bytes, then delete the source on the
-    version those bytes came from; undo the copy (conditionally) if that fails."""
+    version those bytes came from; if that delete is refused (``stale``, ``not_found``),
+    undo the copy (conditionally); if its outcome is unknown, keep the copy."""
     assert op.move_to is not None
     pending = fs.prepare_write(op.move_to, operation="write", create_only=True)
     try:
@@ -215,6 +216,15 @@ def _move(fs: PolicyFileSystem, f: ObservedFile, op: PatchOperation,
     try:
         f.delete()
     except FsError as err:
+        if err.code not in ("stale", "not_found"):
+            # The delete may have happened all the same (a timeout after the store
+            # applied it): removing the copy now could lose the file. Keep it, and say so.
+            err.message += (f"; {copy.path} was created with the patched text and kept: "
+                            f"both {f.path} and {copy.path} may exist now, read them "
+                            "before retrying")
+            err.details["copy_kept"] = copy.path
+            err.args = (err.message,)
+            raise
         try:
             fs.rm_file(op.move_to, version=copy.version)
             err.message += f"; nothing was moved ({copy.path} was not kept)"
