@@ -130,7 +130,7 @@ _WIDE_NUMBERS = 1_000_000  # from here on a prefix is wider than 6 digits + tab
 
 def _prefixes(start: int, count: int) -> list[str]:
     """``"\n" + _numbered(n, "")`` for ``n`` in ``start .. start+count-1``."""
-    global _prefix_cache  # noqa: PLW0603 - made once, then only read
+    global _prefix_cache  # made once, then only read
     end = start + count
     if end - 1 <= _PREFIX_CACHE_LINES:
         if not _prefix_cache:
