@@ -14,16 +14,34 @@ Kinds:
 ``etag``    S3 ETag as returned (quoted), plus ``VersionId`` on versioned buckets
 ``generation`` GCS object generation
 ========== ==================================================================
+
+A digest version names its algorithm, and a version is always checked with the
+algorithm it names (:meth:`FileVersion.matches`, ``of_bytes(data, like=...)``).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 VersionKind = Literal["sha256", "stat", "etag", "generation"]
+DIGEST_KINDS: frozenset[str] = frozenset({"sha256"})
+"""Version kinds that are content digests (checkable from the bytes alone)."""
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+_DIGESTS: dict[str, Callable[[bytes], str]] = {"sha256": _sha256}
+
+
+def digest_kind(size: int) -> Literal["sha256"]:
+    """The digest this process gives a new content of ``size`` bytes."""
+    return "sha256"
 
 
 class FileVersion(BaseModel):
@@ -53,6 +71,15 @@ class FileVersion(BaseModel):
         return f"{self.kind}:{self.value.strip(chr(34))[:12]}"
 
     @classmethod
-    def of_bytes(cls, data: bytes) -> FileVersion:
-        """The content-digest version of ``data``."""
-        return cls(kind="sha256", value=hashlib.sha256(data).hexdigest())
+    def of_bytes(cls, data: bytes, like: FileVersion | None = None) -> FileVersion:
+        """The content-digest version of ``data``: in the algorithm ``like`` names when it
+        is a digest version (to compare with it), else in :func:`digest_kind`'s."""
+        kind = like.kind if like is not None and like.kind in DIGEST_KINDS else \
+            digest_kind(len(data))
+        return cls(kind=kind, value=_DIGESTS[kind](data))
+
+    def matches(self, data: bytes) -> bool:
+        """Whether ``data`` has this digest version (hashed with the algorithm it names;
+        ``False`` for a version that is not a digest)."""
+        digest = _DIGESTS.get(self.kind)
+        return digest is not None and digest(data) == self.value
