@@ -21,10 +21,14 @@ Serve it with ``toolfs serve URL`` (stdio) or ``toolfs serve URL --transport htt
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
+import os
 import socket
-from collections.abc import Callable
+import stat
+import sys
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -235,7 +239,7 @@ class ToolfsMCP:
         from mcp.server.stdio import stdio_server
 
         try:
-            async with stdio_server() as (read, write):
+            async with _pipes() as pipes, stdio_server(*pipes) as (read, write):
                 await self.server.run(read, write, self.server.create_initialization_options())
         finally:
             if self._stream_context is not None:
@@ -283,6 +287,94 @@ class ToolfsMCP:
     def serve_stdio(self) -> None:
         """Serve one client over stdin and stdout until it disconnects (blocking)."""
         asyncio.run(self.run_stdio())
+
+
+_LINE_LIMIT = 1 << 30
+"""Longest JSON-RPC line read from a stdin pipe (a write of a file at the size cap,
+JSON-escaped, fits many times over)."""
+
+
+class _PipeLines:
+    """Lines of a pipe, read by the event loop itself (no worker thread per line)."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    def __aiter__(self) -> _PipeLines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", "replace")
+
+
+class _PipeWriter:
+    """Text written to a pipe by the event loop (``flush`` waits until it is taken)."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    async def write(self, text: str) -> None:
+        self._writer.write(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        await self._writer.drain()
+
+
+def _is_pipe(fd: int) -> bool:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    # Not a terminal: the event loop makes its descriptor non-blocking, and a terminal's
+    # open file is shared with the shell.
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+@contextlib.asynccontextmanager
+async def _pipes() -> AsyncIterator[tuple[Any, Any]]:
+    """``(stdin, stdout)`` for the SDK's ``stdio_server`` when both are pipes (as an MCP
+    client spawns a server): served by the event loop, which spares the SDK's two worker-
+    thread round trips per message. As the SDK does, fds 0 and 1 point at the null device
+    and at stderr meanwhile, so stray output cannot corrupt the wire, and are restored
+    after. ``(None, None)`` (the SDK's own transport) for anything else, and on Windows."""
+    if sys.platform == "win32" or not (_is_pipe(0) and _is_pipe(1)):
+        yield None, None
+        return
+    import fcntl  # POSIX only
+
+    loop = asyncio.get_running_loop()
+    wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    # The transports get descriptors of their own (they close them at EOF); wire_in and
+    # wire_out stay open to put the wire back on 0 and 1.
+    reader = asyncio.StreamReader(limit=_LINE_LIMIT)
+    read_transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader),
+        os.fdopen(fcntl.fcntl(wire_in, fcntl.F_DUPFD_CLOEXEC, 3), "rb", buffering=0))
+    write_transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin,
+        os.fdopen(fcntl.fcntl(wire_out, fcntl.F_DUPFD_CLOEXEC, 3), "wb", buffering=0))
+    writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
+    try:
+        yield _PipeLines(reader), _PipeWriter(writer)
+    finally:
+        read_transport.close()
+        write_transport.close()
+        with contextlib.suppress(Exception):  # stray buffered output: to stderr still
+            sys.stdout.flush()
+        for fd, wire in ((0, wire_in), (1, wire_out)):
+            with contextlib.suppress(OSError):
+                os.dup2(wire, fd)
+                # The event loop made the wire's open file non-blocking; it is shared.
+                os.set_blocking(fd, True)
+            os.close(wire)
 
 
 def endpoint_url(host: str, port: int, path: str = "/mcp") -> str:
