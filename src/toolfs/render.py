@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolfs.errors import FsError, fs_error
@@ -480,8 +480,23 @@ def render_output(outcome: ToolResult | FsError,
     if isinstance(outcome, FsError):
         return ToolOutput(text=render_error(outcome, max_chars), value=None, error=outcome,
                           max_chars=max_chars)
+    if isinstance(outcome, ReadResult):
+        # The lines the text shows are kept, so that to_dict() need not render it again.
+        text, shown, cut = _read_view(outcome, max_chars)
+        return ToolOutput(text=text, value=outcome, error=None, max_chars=max_chars,
+                          _shown=_Shown(outcome, max_chars, shown, cut))
     return ToolOutput(text=render_result(outcome, max_chars), value=outcome, error=None,
                       max_chars=max_chars)
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """What a read's text shows, computed with that text (see :func:`render_output`)."""
+
+    value: ReadResult
+    max_chars: int
+    lines: list[str]
+    cut: bool
 
 
 def bound_text(text: str, max_chars: int = MAX_OUTPUT_CHARS) -> str:
@@ -511,7 +526,11 @@ def structured_content(output: ToolOutput) -> dict[str, Any]:
         return escape_undecodable_data(data)  # type: ignore[no-any-return]
     path = _clip(value.path, limits.path)
     if isinstance(value, ReadResult):
-        _, shown, cut = _read_view(value, output.max_chars)
+        known = output._shown
+        if known is not None and known.value is value and known.max_chars == output.max_chars:
+            shown, cut = known.lines, known.cut
+        else:
+            _, shown, cut = _read_view(value, output.max_chars)
         view = value.model_copy(update={
             "path": path, "lines": shown, "line_count": len(shown),
             "partial": value.partial or cut, "truncated": shown != value.lines})
@@ -571,6 +590,7 @@ class ToolOutput:
     error: FsError | None
     max_chars: int = MAX_OUTPUT_CHARS
     """The character budget of ``text`` and of the lines in :meth:`to_dict`."""
+    _shown: _Shown | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "text", bound_text(self.text, self.max_chars))
