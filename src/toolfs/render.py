@@ -147,7 +147,8 @@ def _numbered_lines(start: int, shown: list[str]) -> str:
     parts = shown * 2  # the right length; every slot is overwritten below
     parts[0::2] = _prefixes(start, len(shown))
     parts[1::2] = shown
-    return "".join(parts)[1:]  # drop the first prefix's newline
+    parts[0] = parts[0][1:]  # no newline before the first line
+    return "".join(parts)
 
 
 def _span(start: int, end: int) -> str:
@@ -159,10 +160,12 @@ def _plain_widths(start: int, lines: list[str], limits: _Limits,
     """The running total of the lengths of ``lines`` when they need no per-line care
     (none is cut, none is too long, every number fits 6 digits), else ``None``.
     Computed in C (``map``, ``max``, ``accumulate``), with no Python work per line."""
-    if cut_lines or not lines or start + len(lines) > _WIDE_NUMBERS \
-            or max(map(len, lines)) > limits.line:
+    if cut_lines or not lines or start + len(lines) > _WIDE_NUMBERS:
         return None
-    return list(itertools.accumulate(map(len, lines)))
+    lengths = list(map(len, lines))
+    if max(lengths) > limits.line:
+        return None
+    return list(itertools.accumulate(lengths))
 
 
 def _fit(start: int, lines: list[str], limits: _Limits, room: int,
