@@ -3,7 +3,7 @@
 Large contents get a BLAKE3 version when the ``blake3`` package is installed (extra
 ``fast``), small ones keep SHA-256. Whatever made a version, it is checked with the
 algorithm it names, so a ledger moved between processes with and without blake3 keeps
-working, or (blake3 missing where a blake3 version must be checked) fails clearly; and a
+working (without the package, a blake3 version is checked by a pure-Python BLAKE3); and a
 store that compares the caller's copy of the expected bytes instead of hashing the file
 still refuses every change it did not see. Digest backends only (memory, local, generic).
 """
@@ -91,21 +91,39 @@ def test_sha256_ledger_is_checked_by_a_blake3_process(
     assert err.value.code == "stale"
 
 
-def test_blake3_ledger_without_blake3_fails_clearly(
+def test_blake3_ledger_is_checked_without_blake3(
         digest_backend: Backend, no_blake3: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A process without the package checks a blake3 version with the pure-Python BLAKE3,
+    # and still makes only sha256 versions itself.
     digest_backend.put("big.txt", BIG)
     with monkeypatch.context() as m:
         m.setattr(versions, "_blake3", blake3.blake3)
-        snapshot = digest_backend.workspace()
-        assert snapshot.read("big.txt").version.kind == "blake3"
-        ledger = snapshot.snapshot()
+        made = digest_backend.workspace()
+        assert made.read("big.txt").version.kind == "blake3"
+        ledger = made.snapshot()
     ws = digest_backend.workspace()
     ws.restore(ledger)
-    out = ws.execute("edit", {"file_path": "big.txt", "old_string": "000001 some",
-                              "new_string": "000001 SOME"})
-    assert out.is_error and out.error is not None
-    assert out.error.code == "backend_error" and "blake3" in out.error.message
-    assert digest_backend.get("big.txt") == BIG  # nothing written
+    edit = ws.edit("big.txt", "000001 some", "000001 SOME")
+    expected = BIG.replace(b"000001 some", b"000001 SOME")
+    assert digest_backend.get("big.txt") == expected
+    assert edit.version == FileVersion(kind="sha256",
+                                       value=hashlib.sha256(expected).hexdigest())
+    # ... and a change behind its back is still stale for a restored blake3 observation.
+    stale = digest_backend.workspace()
+    stale.restore(ledger)
+    with pytest.raises(toolfs.FsError) as err:
+        stale.edit("big.txt", "000003 some", "000003 SOME")
+    assert err.value.code == "stale"
+    assert digest_backend.get("big.txt") == expected
+
+
+@pytest.mark.parametrize("size", [0, 1, 64, 65, 1023, 1024, 1025, 2048, 2049, 3073,
+                                  4096, 4097, 9 * 1024 + 5, 33 * 1024])
+def test_pure_python_blake3_matches_the_package(size: int) -> None:
+    from toolfs._blake3_pure import blake3_hex
+
+    data = bytes((i * 7 + size) % 251 for i in range(size))
+    assert blake3_hex(data) == blake3.blake3(data).hexdigest()
 
 
 @pytest.mark.parametrize("size", [1_000, len(BIG)])
