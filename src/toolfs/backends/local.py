@@ -130,8 +130,11 @@ class LocalStore(Store):
         """Yield ``(fd of the parent directory, file name)``, walked symlink-free."""
         path = os.path.normpath(path)
         root = self.root or "/"
-        rel = os.path.relpath(path, root)
-        if rel == "." or rel.startswith(".." + os.sep) or rel == "..":
+        prefix = root if root.endswith(os.sep) else root + os.sep
+        # The policy hands over normalised paths below the root: slicing is relpath then
+        # (relpath, for anything else, also answers "outside").
+        rel = path[len(prefix):] if path.startswith(prefix) else os.path.relpath(path, root)
+        if rel in ("", ".") or rel.startswith(".." + os.sep) or rel == "..":
             raise fs_error("outside_root", f"{path} is outside {root}", path=path)
         *dirs, name = rel.split(os.sep)
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
