@@ -109,8 +109,7 @@ def _keep(window: list[str], cuts: dict[int, LineCut], number: int,
 def write(fs: PolicyFileSystem, args: WriteArgs) -> WriteResult:
     """Create or replace a file with ``content``, on the condition observed as it starts."""
     pending = fs.prepare_write(args.file_path, operation="write")
-    _check_text(args.content, pending.path)
-    commit = pending.commit(args.content.encode("utf-8"))
+    commit = pending.commit(_check_text(args.content, pending.path))
     return WriteResult(
         path=commit.path, action="created" if commit.created else "updated",
         version=commit.version, size=commit.size)
@@ -148,13 +147,14 @@ def edit(fs: PolicyFileSystem, args: EditArgs) -> EditResult:
         version=commit.version, lines=outcome.lines, snippet=snippet, snippet_start=start)
 
 
-def _check_text(text: str, path: str) -> None:
-    """Refuse text that could not be stored and read back (lone surrogates, NUL)."""
+def _check_text(text: str, path: str) -> bytes:
+    """Refuse text that could not be stored and read back (lone surrogates, NUL); its
+    UTF-8 bytes otherwise (a write stores them: the text is encoded once)."""
     if "\x00" in text:
         raise fs_error("invalid_arguments", "the text contains a NUL character; only text "
                        "can be written", path=path)
     try:
-        text.encode("utf-8")
+        return text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise fs_error("invalid_arguments",
                        "the text is not valid Unicode (a lone surrogate)", path=path) from exc
