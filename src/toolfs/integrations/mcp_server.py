@@ -348,25 +348,28 @@ async def _pipes() -> AsyncIterator[tuple[Any, Any]]:
     loop = asyncio.get_running_loop()
     wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
     wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    os.dup2(2, 1)
-    # The transports get descriptors of their own (they close them at EOF); wire_in and
-    # wire_out stay open to put the wire back on 0 and 1.
-    reader = asyncio.StreamReader(limit=_LINE_LIMIT)
-    read_transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader),
-        os.fdopen(fcntl.fcntl(wire_in, fcntl.F_DUPFD_CLOEXEC, 3), "rb", buffering=0))
-    write_transport, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin,
-        os.fdopen(fcntl.fcntl(wire_out, fcntl.F_DUPFD_CLOEXEC, 3), "wb", buffering=0))
-    writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
+    transports: list[asyncio.BaseTransport] = []
     try:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(2, 1)
+        # The transports get descriptors of their own (they close them at EOF); wire_in
+        # and wire_out stay open to put the wire back on 0 and 1.
+        reader = asyncio.StreamReader(limit=_LINE_LIMIT)
+        read_transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader),
+            os.fdopen(fcntl.fcntl(wire_in, fcntl.F_DUPFD_CLOEXEC, 3), "rb", buffering=0))
+        transports.append(read_transport)
+        write_transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin,
+            os.fdopen(fcntl.fcntl(wire_out, fcntl.F_DUPFD_CLOEXEC, 3), "wb", buffering=0))
+        transports.append(write_transport)
+        writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
         yield _PipeLines(reader), _PipeWriter(writer)
     finally:
-        read_transport.close()
-        write_transport.close()
+        for transport in transports:
+            transport.close()
         with contextlib.suppress(Exception):  # stray buffered output: to stderr still
             sys.stdout.flush()
         for fd, wire in ((0, wire_in), (1, wire_out)):
