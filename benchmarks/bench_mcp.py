@@ -3,7 +3,9 @@
 Both servers run over stdio, driven by the official ``mcp`` Python client in the same
 way (handshake-era protocol, no client cache), one after the other:
 
-* toolfs: ``python -m toolfs serve DIR``;
+* toolfs: ``python -m toolfs serve DIR``, and ``python -m toolfs serve memory://...``
+  (the same calls with no disk under them; the file is created with toolfs's write
+  tool);
 * reference: ``@modelcontextprotocol/server-filesystem DIR`` (Node), installed with npm
   into a cache directory (``$TOOLFS_BENCH_NODE_DIR``, default ``/tmp/toolfs-bench-node``;
   never into the repository).
@@ -43,7 +45,7 @@ from typing import Any, TextIO
 
 import anyio
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 
 from _common import fmt_us, machine_facts, markdown_table, ratio
 
@@ -123,6 +125,9 @@ class Server:
     edits_list: bool = False
     """Reference ``edit_file`` takes ``edits: [{oldText, newText}]``."""
     log: Path | None = None
+    in_memory: bool = False
+    """toolfs over ``memory://``: files are created with its ``write`` tool, not on disk
+    (latency only; the correctness cases compare bytes on disk)."""
 
     def path(self, rel: str) -> str:
         return str(self.root / rel) if self.absolute_paths else rel
@@ -168,8 +173,13 @@ async def connect(server: Server) -> AsyncIterator[tuple[Client, float]]:
     """Spawn and initialise ``server``; yields the client and the startup seconds."""
     assert server.log is not None
     with server.log.open("w", encoding="utf-8") as errlog:
+        # The SDK passes a server only a few safe variables: PYTHONPATH must be handed
+        # on, or `python -m toolfs` would run whichever toolfs is installed, not this one.
+        env = get_default_environment()
+        if os.environ.get("PYTHONPATH"):
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         params = StdioServerParameters(command=server.command[0], args=server.command[1:],
-                                       cwd=str(server.root))
+                                       cwd=str(server.root), env=env)
         t0 = time.perf_counter()
         # The read timeout also bounds the initialize request, so a server that
         # starts but never answers fails instead of hanging the benchmark.
@@ -256,6 +266,12 @@ async def run_latency(servers: list[Server], iterations: int, warmup: int
                                                      newline="")
             clients[server.name], timings[server.name].startup = (
                 await stack.enter_async_context(connect(server)))
+            if server.in_memory:
+                ok, text = await call(clients[server.name], "write",
+                                      {"file_path": "workload.py",
+                                       "content": workload_text()})
+                if not ok:
+                    raise RuntimeError(f"{server.name} write failed: {text[:300]}")
         has_a = {s.name: True for s in servers}
         for i in range(warmup + iterations):
             for server in servers if i % 2 else servers[::-1]:
@@ -359,7 +375,8 @@ def _describe(expected: bytes, got: bytes) -> str:
 
 
 def report(results: dict[str, tuple[Timings, dict[str, str]]], iterations: int,
-           toolfs_why: str | None, out: TextIO) -> None:
+           toolfs_why: str | None, out: TextIO,
+           memory: Timings | None = None) -> None:
     ref = results["reference"][0]
     tfs = results["toolfs"][0] if "toolfs" in results else None
 
@@ -370,14 +387,20 @@ def report(results: dict[str, tuple[Timings, dict[str, str]]], iterations: int,
     for op, label in (("read", "read whole ~12 KB file"),
                       ("edit", "edit one line (after a read)")):
         r = med(getattr(ref, op))
-        t = med(getattr(tfs, op)) if tfs else None
-        rows.append([label, iterations, fmt_us(t) if t is not None else "n/a", fmt_us(r),
-                     ratio(t, r) if t is not None else "n/a"])
-    rows.append(["spawn + initialize (once)", 1,
+        for name, timings in (("local", tfs), ("memory://", memory)):
+            if name == "memory://" and timings is None:
+                continue
+            t = med(getattr(timings, op)) if timings else None
+            rows.append([label, name, iterations, fmt_us(t) if t is not None else "n/a",
+                         fmt_us(r), ratio(t, r) if t is not None else "n/a"])
+    rows.append(["spawn + initialize (once)", "local", 1,
                  fmt_us(tfs.startup * 1e6) if tfs else "n/a", fmt_us(ref.startup * 1e6),
                  ratio(tfs.startup, ref.startup) if tfs else "n/a"])
-    print(markdown_table(["call", "n", "toolfs µs (median)", "reference µs (median)",
-                          "toolfs / reference"], rows), file=out)
+    print(markdown_table(["call", "toolfs root", "n", "toolfs µs (median)",
+                          "reference µs (median)", "toolfs / reference"], rows), file=out)
+    print(file=out)
+    print("- reference: always a local directory; it writes edits with writeFile + rename "
+          "and no fsync, toolfs fsyncs the file and the directory (local root)", file=out)
     print(file=out)
     ref_ok = results["reference"][1]
     tfs_ok = results["toolfs"][1] if "toolfs" in results else {}
@@ -402,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="npm cache/install directory for the reference server")
     parser.add_argument("--ref-version", default=REF_VERSION,
                         help=f"{REF_PACKAGE} version (default {REF_VERSION})")
+    parser.add_argument("--no-memory", dest="memory", action="store_false",
+                        help="skip the toolfs server over memory:// (local root only)")
     args = parser.parse_args(argv)
     iterations = args.iterations or (5 if args.tiny else 200)
     warmup = 1 if args.tiny else 10
@@ -422,6 +447,13 @@ def main(argv: list[str] | None = None) -> int:
             servers["toolfs"] = Server("toolfs", [sys.executable, "-m", "toolfs", "serve",
                                                   str(root)], root, absolute_paths=False,
                                        log=base / "toolfs.log")
+            if args.memory:
+                root = base / "toolfs-memory"  # the process's cwd; the files are in memory
+                root.mkdir()
+                servers["toolfs-memory"] = Server(
+                    "toolfs-memory", [sys.executable, "-m", "toolfs", "serve",
+                                      f"memory://bench-{os.getpid()}"], root,
+                    absolute_paths=False, log=base / "toolfs-memory.log", in_memory=True)
         root = base / "reference"
         root.mkdir()
         servers["reference"] = Server("reference", [*ref_cmd, str(root)], root,
@@ -436,13 +468,17 @@ def main(argv: list[str] | None = None) -> int:
                 raise
             # Was it toolfs? Measure the reference alone; if that fails too, it was not.
             toolfs_why = _failure(servers.pop("toolfs"), exc)
+            servers.pop("toolfs-memory", None)
             order = [servers["reference"]]
             try:
                 timings = anyio.run(run_latency, order, iterations, warmup)
             except Unavailable as ref_exc:
                 print(f"SKIP: reference MCP server unavailable: {ref_exc}")
                 return EXIT_SKIP
+        memory = timings.get("toolfs-memory")
         for server in order:
+            if server.in_memory:
+                continue
             try:
                 results[server.name] = (timings[server.name],
                                         anyio.run(run_correctness, server))
@@ -458,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"client: mcp {_version('mcp')} (Python), handshake-era protocol; "
               f"node {_node_version()}")
         print()
-        report(results, iterations, toolfs_why, sys.stdout)
+        report(results, iterations, toolfs_why, sys.stdout, memory)
         return 0
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -10,8 +10,10 @@ The canonical values (``ws.read()``, ``ToolOutput.value``) are never cut.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolfs.errors import FsError, fs_error
@@ -117,19 +119,73 @@ def _numbered(n: int, shown: str) -> str:
     return f"{n:>6}\t{shown}"
 
 
+# Numbered text is built without Python work per line: the ``"\n     N\t"`` prefixes of
+# the first _PREFIX_CACHE_LINES line numbers are made once, and a window's text is one
+# join of prefixes interleaved with its lines (slice assignment and ``str.join`` run in
+# C). Past the cache, the prefixes are formatted by ``map`` (still no bytecode per line).
+_PREFIX_CACHE_LINES = 20_000
+_PREFIX_FORMAT = "\n{:>6}\t".format
+_prefix_cache: list[str] = []
+_WIDE_NUMBERS = 1_000_000  # from here on a prefix is wider than 6 digits + tab
+
+
+def _prefixes(start: int, count: int) -> list[str]:
+    """``"\n" + _numbered(n, "")`` for ``n`` in ``start .. start+count-1``."""
+    global _prefix_cache  # made once, then only read
+    end = start + count
+    if end - 1 <= _PREFIX_CACHE_LINES:
+        if not _prefix_cache:
+            # Replaced whole (never appended in place), so a concurrent reader always
+            # sees a complete list.
+            _prefix_cache = list(map(_PREFIX_FORMAT, range(1, _PREFIX_CACHE_LINES + 1)))
+        return _prefix_cache[start - 1:end - 1]
+    return list(map(_PREFIX_FORMAT, range(start, end)))
+
+
 def _numbered_lines(start: int, shown: list[str]) -> str:
-    return "\n".join(_numbered(start + i, s) for i, s in enumerate(shown))
+    if not shown:
+        return ""
+    parts = shown * 2  # the right length; every slot is overwritten below
+    parts[0::2] = _prefixes(start, len(shown))
+    parts[1::2] = shown
+    parts[0] = parts[0][1:]  # no newline before the first line
+    return "".join(parts)
 
 
 def _span(start: int, end: int) -> str:
     return f"line {start}" if start == end else f"lines {start}-{end}"
 
 
+def _plain_widths(start: int, lines: list[str], limits: _Limits,
+                  cut_lines: dict[int, Any] | None = None) -> list[int] | None:
+    """The running total of the lengths of ``lines`` when they need no per-line care
+    (none is cut, none is too long, every number fits 6 digits), else ``None``.
+    Computed in C (``map``, ``max``, ``accumulate``), with no Python work per line."""
+    if cut_lines or not lines or start + len(lines) > _WIDE_NUMBERS:
+        return None
+    lengths = list(map(len, lines))
+    if max(lengths) > limits.line:
+        return None
+    return list(itertools.accumulate(lengths))
+
+
 def _fit(start: int, lines: list[str], limits: _Limits, room: int,
-         cut_lines: dict[int, Any] | None = None) -> list[str]:
+         cut_lines: dict[int, Any] | None = None, widths: list[int] | None = None
+         ) -> list[str]:
     """The shown form of as many leading ``lines`` as fit in ``room`` characters, joined
     by newlines and numbered from ``start``; whole lines only. ``cut_lines`` gives the
-    whole length of lines that are only prefixes (``ReadResult.cut_lines``)."""
+    whole length of lines that are only prefixes (``ReadResult.cut_lines``); ``widths``
+    is :func:`_plain_widths` of the lines, when the caller has it."""
+    if widths is None:
+        widths = _plain_widths(start, lines, limits, cut_lines)
+    if widths is not None:
+        # Every line is shown as is, behind a 7-character prefix: lines 0..i take
+        # widths[i] + 8 * (i + 1) - 1 characters. A bisection: O(log n) Python calls.
+        if widths[-1] + 8 * len(lines) - 1 <= room:
+            return lines
+        fit = bisect.bisect_right(range(len(lines)), room,
+                                  key=lambda i: widths[i] + 8 * i + 7)
+        return lines[:fit]
     shown: list[str] = []
     used = -1  # no newline before the first line
     for i, line in enumerate(lines):
@@ -159,14 +215,17 @@ def _read_view(r: ReadResult, max_chars: int) -> tuple[str, list[str], bool]:
                else f"Use an offset between 1 and {r.total_lines}.")
         return (f"(Offset {r.start_line} is past the end of {path}: the file has "
                 f"{_plural(r.total_lines, 'line')}. {use})"), [], False
-    shown = _fit(r.start_line, r.lines, limits, max_chars, r.cut_lines)
-    cut = len(shown) < len(r.lines)
-    footer = _read_footer(r, r.start_line + len(shown) - 1, cut=False, max_chars=max_chars)
-    body = _numbered_lines(r.start_line, shown)
-    text = f"{body}\n\n{footer}" if footer else body
-    if not cut and len(text) <= max_chars:
-        return text, shown, False
-    shown = _fit(r.start_line, r.lines, limits, max_chars - _FOOTER_ROOM, r.cut_lines)
+    widths = _plain_widths(r.start_line, r.lines, limits, r.cut_lines)
+    shown = _fit(r.start_line, r.lines, limits, max_chars, r.cut_lines, widths)
+    if len(shown) == len(r.lines):  # a cut body is never built: it is cut again below
+        footer = _read_footer(r, r.start_line + len(shown) - 1, cut=False,
+                              max_chars=max_chars)
+        body = _numbered_lines(r.start_line, shown)
+        text = f"{body}\n\n{footer}" if footer else body
+        if len(text) <= max_chars:
+            return text, shown, False
+    shown = _fit(r.start_line, r.lines, limits, max_chars - _FOOTER_ROOM, r.cut_lines,
+                 widths)
     body = _numbered_lines(r.start_line, shown)
     footer = _read_footer(r, r.start_line + len(shown) - 1, cut=True, max_chars=max_chars)
     return f"{body}\n\n{footer}", shown, True
@@ -441,8 +500,23 @@ def render_output(outcome: ToolResult | FsError,
     if isinstance(outcome, FsError):
         return ToolOutput(text=render_error(outcome, max_chars), value=None, error=outcome,
                           max_chars=max_chars)
+    if isinstance(outcome, ReadResult):
+        # The lines the text shows are kept, so that to_dict() need not render it again.
+        text, shown, cut = _read_view(outcome, max_chars)
+        return ToolOutput(text=text, value=outcome, error=None, max_chars=max_chars,
+                          _shown=_Shown(outcome, max_chars, shown, cut))
     return ToolOutput(text=render_result(outcome, max_chars), value=outcome, error=None,
                       max_chars=max_chars)
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """What a read's text shows, computed with that text (see :func:`render_output`)."""
+
+    value: ReadResult
+    max_chars: int
+    lines: list[str]
+    cut: bool
 
 
 def bound_text(text: str, max_chars: int = MAX_OUTPUT_CHARS) -> str:
@@ -472,7 +546,11 @@ def structured_content(output: ToolOutput) -> dict[str, Any]:
         return escape_undecodable_data(data)  # type: ignore[no-any-return]
     path = _clip(value.path, limits.path)
     if isinstance(value, ReadResult):
-        _, shown, cut = _read_view(value, output.max_chars)
+        known = output._shown
+        if known is not None and known.value is value and known.max_chars == output.max_chars:
+            shown, cut = known.lines, known.cut
+        else:
+            _, shown, cut = _read_view(value, output.max_chars)
         view = value.model_copy(update={
             "path": path, "lines": shown, "line_count": len(shown),
             "partial": value.partial or cut, "truncated": shown != value.lines})
@@ -532,6 +610,7 @@ class ToolOutput:
     error: FsError | None
     max_chars: int = MAX_OUTPUT_CHARS
     """The character budget of ``text`` and of the lines in :meth:`to_dict`."""
+    _shown: _Shown | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "text", bound_text(self.text, self.max_chars))

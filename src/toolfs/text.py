@@ -91,9 +91,11 @@ def split_lines(text: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
-def lines_around(text: str, start: int, end: int, context: int) -> tuple[int, list[str]]:
+def lines_around(text: str, start: int, end: int, context: int,
+                 start_line: int | None = None) -> tuple[int, list[str]]:
     """The lines covering ``text[start:end]`` plus ``context`` lines on each side, and the
-    1-based number of the first; only that region of ``text`` is split."""
+    1-based number of the first; only that region of ``text`` is split. ``start_line``,
+    the line of ``start`` when the caller knows it, spares counting from offset 0."""
     lo = start
     for _ in range(context + 1):
         lo = text.rfind("\n", 0, lo) if lo > 0 else -1
@@ -109,7 +111,9 @@ def lines_around(text: str, start: int, end: int, context: int) -> tuple[int, li
             hi = len(text)
             break
         hi = nxt + 1
-    return text.count("\n", 0, lo) + 1, split_lines(text[lo:hi])
+    first = (text.count("\n", 0, lo) + 1 if start_line is None
+             else start_line - text.count("\n", lo, start))
+    return first, split_lines(text[lo:hi])
 
 
 # -- streamed lines ---------------------------------------------------------------------
@@ -289,36 +293,45 @@ def match_lines(text: str, needle: str) -> list[int]:
 
 def apply_edit(raw: str, old: str, new: str, *, replace_all: bool,
                path: str | None = None, max_bytes: int | None = None,
-               bom: bool = False) -> EditOutcome:
+               bom: bool = False, size: int | None = None) -> EditOutcome:
     """Replace ``old`` by ``new`` literally, or raise ``no_match``/``ambiguous_match``.
 
     With ``max_bytes``, raise ``too_large`` (details ``size``, ``cap``) when the file would
     exceed it, before the new text is built: the size is projected from the matches.
-    ``bom`` says the file carries a BOM, which counts against ``max_bytes``.
-    Costs O(len(raw) + size of the result).
+    ``bom`` says the file carries a BOM, which counts against ``max_bytes``; ``size`` is
+    the UTF-8 size of ``raw`` when the caller knows it (the bytes it decoded).
+    Costs O(len(raw) + size of the result): for one match without CRLF, one search
+    through the text, the replacement, and counts over the text before the match only.
     """
     old_n, new_n = normalize_newlines(old), normalize_newlines(new)
     if not old_n:
         raise fs_error("invalid_arguments", "old_string must not be empty", path=path)
     m = _CrlfMap(raw)
     text = m.normalized
-    count = text.count(old_n)  # str.count: non-overlapping, as str.replace sees them
-    if count == 0:
+    first = text.find(old_n)
+    if first < 0:
         raise _no_match(text, old_n, path)
+    # A second match from the end of the first (non-overlapping, as str.replace sees
+    # them): with none, the first was the only one and the text was scanned once.
+    single = text.find(old_n, first + len(old_n)) < 0
+    count = 1 if single else text.count(old_n)
     if count > 1 and not replace_all:
         raise _ambiguous(text, old_n, count, path)
 
     if not m.crlf:  # no CRLF: raw is text and every replacement is new_n as sent
         if max_bytes is not None:
             growth = len(new_n.encode("utf-8")) - len(old_n.encode("utf-8"))
-            _check_size(len(raw.encode("utf-8", "surrogatepass")) + count * growth, bom,
-                        max_bytes, path)
-        first = text.find(old_n)
+            if size is None:
+                size = len(raw.encode("utf-8", "surrogatepass"))
+            _check_size(size + count * growth, bom, max_bytes, path)
         if count == 1:
-            new_text = text[:first] + new_n + text[first + len(old_n):]
+            # One pass that copies once (slicing and concatenating would copy twice).
+            new_text = text.replace(old_n, new_n, 1)
+            lines = [text.count("\n", 0, first) + 1]
         else:
             new_text = text.replace(old_n, new_n)
-        return EditOutcome(text=new_text, count=count, lines=match_lines(text, old_n),
+            lines = match_lines(text, old_n)
+        return EditOutcome(text=new_text, count=count, lines=lines,
                            first_span=(first, first + len(new_n)))
 
     default_crlf = m.mostly_crlf

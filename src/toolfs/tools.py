@@ -12,7 +12,7 @@ from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
 from toolfs.render import MAX_LINE_CHARS
 from toolfs.results import EditResult, LineCut, ReadResult, WriteResult
 from toolfs.schemas import DEFAULT_LIMIT, EditArgs, ReadArgs, WriteArgs
-from toolfs.text import LineDecoder, apply_edit, decode, lines_around, split_lines
+from toolfs.text import BOM, LineDecoder, apply_edit, decode, lines_around, split_lines
 
 SNIPPET_CONTEXT = 3
 STREAM_LINE_CHARS = 4 * MAX_LINE_CHARS
@@ -109,8 +109,7 @@ def _keep(window: list[str], cuts: dict[int, LineCut], number: int,
 def write(fs: PolicyFileSystem, args: WriteArgs) -> WriteResult:
     """Create or replace a file with ``content``, on the condition observed as it starts."""
     pending = fs.prepare_write(args.file_path, operation="write")
-    _check_text(args.content, pending.path)
-    commit = pending.commit(args.content.encode("utf-8"))
+    commit = pending.commit(_check_text(args.content, pending.path))
     return WriteResult(
         path=commit.path, action="created" if commit.created else "updated",
         version=commit.version, size=commit.size)
@@ -123,12 +122,14 @@ def edit(fs: PolicyFileSystem, args: EditArgs) -> EditResult:
     the version those bytes have; a parallel change (even by this context) makes it stale.
     """
     with fs.open(args.file_path, "rb", intent="edit") as f:
-        doc = decode(f.read(), f.path)
+        data = f.read()
+        doc = decode(data, f.path)
         try:
             # The cap is checked on the projected size, before the new text is built.
             outcome = apply_edit(doc.text, args.old_string, args.new_string,
                                  replace_all=args.replace_all, path=f.path,
-                                 max_bytes=fs.size_cap, bom=doc.bom)
+                                 max_bytes=fs.size_cap, bom=doc.bom,
+                                 size=len(data) - (len(BOM) if doc.bom else 0))
         except FsError:
             # The model matched against what it read; if that is outdated, "read it
             # again" is the useful answer, not "no match".
@@ -138,19 +139,22 @@ def edit(fs: PolicyFileSystem, args: EditArgs) -> EditResult:
         # The rest of the file was valid text when read; only new_string is new.
         _check_text(args.new_string, f.path)
         commit = f.commit(doc.encode(outcome.text), operation="edit")
-    start, snippet = lines_around(outcome.text, *outcome.first_span, SNIPPET_CONTEXT)
+    # The text before the first change is unchanged: its line is the first match's.
+    start, snippet = lines_around(outcome.text, *outcome.first_span, SNIPPET_CONTEXT,
+                                  start_line=outcome.lines[0])
     return EditResult.model_construct(
         path=commit.path, replacements=outcome.count, replace_all=args.replace_all,
         version=commit.version, lines=outcome.lines, snippet=snippet, snippet_start=start)
 
 
-def _check_text(text: str, path: str) -> None:
-    """Refuse text that could not be stored and read back (lone surrogates, NUL)."""
+def _check_text(text: str, path: str) -> bytes:
+    """Refuse text that could not be stored and read back (lone surrogates, NUL); its
+    UTF-8 bytes otherwise (a write stores them: the text is encoded once)."""
     if "\x00" in text:
         raise fs_error("invalid_arguments", "the text contains a NUL character; only text "
                        "can be written", path=path)
     try:
-        text.encode("utf-8")
+        return text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise fs_error("invalid_arguments",
                        "the text is not valid Unicode (a lone surrogate)", path=path) from exc

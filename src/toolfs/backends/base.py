@@ -27,11 +27,11 @@ import datetime
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from toolfs.errors import FsError, fs_error
-from toolfs.versions import FileVersion
+from toolfs.versions import DIGEST_KINDS, FileVersion
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,11 @@ class Update:
     """Store only if the file is still at ``expected``."""
 
     expected: FileVersion
+    known: bytes | None = field(default=None, compare=False, repr=False)
+    """The bytes of ``expected``, when the caller holds them (an edit computed from
+    them): a store whose versions are content digests may then compare the current
+    bytes with these instead of hashing them -- the same answer, since ``expected`` is
+    the digest of exactly these bytes, for a memcmp instead of a digest."""
 
 
 PutMode = Create | Overwrite | Update
@@ -424,5 +429,15 @@ def check_condition(path: str, current: bytes | None, mode: PutMode) -> None:
     if isinstance(mode, Update):
         if current is None:
             raise fs_error("stale", f"{path} was deleted", path=path)
-        if FileVersion.of_bytes(current) != mode.expected:
+        if not is_at(current, mode):
             raise fs_error("stale", f"{path} changed", path=path)
+
+
+def is_at(current: bytes, mode: Update) -> bool:
+    """Whether ``current`` (a file's whole bytes) is at ``mode.expected``, a content-digest
+    version: compared with ``mode.known`` when the caller holds those bytes, else hashed
+    with the algorithm the expected version names (so a version made by another process
+    is checked the way it was made)."""
+    if mode.known is not None and mode.expected.kind in DIGEST_KINDS:
+        return current == mode.known
+    return mode.expected.matches(current)

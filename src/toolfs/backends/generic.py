@@ -71,7 +71,7 @@ class GenericStore(Store):
         data = self._current(path)
         if data is None:
             raise fs_error("not_found", f"{path} does not exist", path=path)
-        version = FileVersion.of_bytes(data)
+        version = FileVersion.of_bytes(data, like=if_version)
         if if_version is not None and version != if_version:
             raise fs_error("stale", f"{path} changed", path=path)
         lo, hi = clamp_range(len(data), start, length)

@@ -43,6 +43,7 @@ from toolfs.backends.base import (
     Store,
     Update,
     clamp_range,
+    is_at,
 )
 from toolfs.errors import FsError, fs_error
 from toolfs.versions import FileVersion
@@ -135,8 +136,11 @@ class LocalStore(Store):
         """Yield ``(fd of the parent directory, file name)``, walked symlink-free."""
         path = os.path.normpath(path)
         root = self.root or "/"
-        rel = os.path.relpath(path, root)
-        if rel == "." or rel.startswith(".." + os.sep) or rel == "..":
+        prefix = root if root.endswith(os.sep) else root + os.sep
+        # The policy hands over normalised paths below the root: slicing is relpath then
+        # (relpath, for anything else, also answers "outside").
+        rel = path[len(prefix):] if path.startswith(prefix) else os.path.relpath(path, root)
+        if rel in ("", ".") or rel.startswith(".." + os.sep) or rel == "..":
             raise fs_error("outside_root", f"{path} is outside {root}", path=path)
         *dirs, name = rel.split(os.sep)
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
@@ -256,10 +260,37 @@ class LocalStore(Store):
     # -- reading ------------------------------------------------------------------
 
     def _read(self, dfd: int, name: str, path: str, start: int,
-              length: int | None, *, digest: bool = True) -> Blob | None:
-        """Open ``name`` in ``dfd`` without following a link or blocking, refuse what
-        is not a regular file, and read it. ``digest=False`` names the state by stat
-        alone (inode, size, mtime), for reads that record no observation."""
+              length: int | None, like: FileVersion | None = None, *,
+              digest: bool = True) -> Blob | None:
+        """The file's bytes and version (``None`` if absent); a digest version in the
+        algorithm ``like`` names, when given (see :meth:`FileVersion.of_bytes`).
+        ``digest=False`` names the state by stat alone (inode, size, mtime), for reads
+        that record no observation."""
+        opened = self._open_regular(dfd, name, path)
+        if opened is None:
+            return None
+        fd, st = opened
+        try:
+            if digest and st.st_size <= self.size_cap:
+                data = _read_to_end(fd, st.st_size)
+                version = FileVersion.of_bytes(data, like=like)
+                if start == 0:  # read and digested whole anyway: spare a second call
+                    return Blob(data=data, version=version, size=len(data))
+                lo, hi = clamp_range(len(data), start, length)
+                return Blob(data=data[lo:hi], version=version, size=len(data), start=lo)
+            # Too big to digest on every window (or a listing read that keeps no
+            # version): name the state by inode, size and mtime.
+            version = _stat_version(st)
+            lo, hi = clamp_range(st.st_size, start, length)
+            return Blob(data=os.pread(fd, hi - lo, lo), version=version, size=st.st_size,
+                        start=lo)
+        finally:
+            os.close(fd)
+
+    def _open_regular(self, dfd: int, name: str, path: str
+                      ) -> tuple[int, os.stat_result] | None:
+        """An fd open for blocking reads on the regular file ``name``, with its stat;
+        ``None`` if absent. The caller closes the fd."""
         try:
             # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
@@ -276,29 +307,17 @@ class LocalStore(Store):
             raise fs_error("not_a_file", f"{path} is {_kind(st)}", path=path)
         try:
             os.set_blocking(fd, True)
-            if digest and st.st_size <= self.size_cap:
-                data = _read_to_end(fd, st.st_size)
-                version = FileVersion.of_bytes(data)
-                if start == 0:  # read and digested whole anyway: spare a second call
-                    return Blob(data=data, version=version, size=len(data))
-                lo, hi = clamp_range(len(data), start, length)
-                return Blob(data=data[lo:hi], version=version, size=len(data), start=lo)
-            # Too big to digest on every window (or a listing read that keeps no
-            # version): name the state by inode, size and mtime.
-            version = FileVersion.model_construct(  # built from ints: nothing to check
-                kind="stat", value=f"{st.st_ino}-{st.st_size}-{st.st_mtime_ns}")
-            lo, hi = clamp_range(st.st_size, start, length)
-            return Blob(data=os.pread(fd, hi - lo, lo), version=version, size=st.st_size,
-                        start=lo)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        return fd, st
 
     def get(
         self, path: str, *, start: int = 0, length: int | None = None,
         if_version: FileVersion | None = None,
     ) -> Blob:
         with self._parent_fd(path) as (dfd, name):
-            blob = self._read(dfd, name, path, start, length)
+            blob = self._read(dfd, name, path, start, length, like=if_version)
         if blob is None:
             raise fs_error("not_found", f"{path} does not exist", path=path)
         if if_version is not None and blob.version != if_version:
@@ -360,14 +379,25 @@ class LocalStore(Store):
         """Raise ``stale`` unless ``mode`` holds for the file as it is now."""
         if isinstance(mode, Overwrite):
             return
-        current = self._read(dfd, name, path, 0, 0)
+        opened = self._open_regular(dfd, name, path)
         if isinstance(mode, Create):
-            if current is not None:
+            if opened is not None:
+                os.close(opened[0])
                 raise fs_error("stale", f"{path} was created by someone else", path=path)
             return
-        if current is None:
+        if opened is None:
             raise fs_error("stale", f"{path} was deleted", path=path)
-        if current.version != mode.expected:
+        fd, st = opened
+        try:
+            if st.st_size > self.size_cap:  # a stat version (see _read)
+                at = _stat_version(st) == mode.expected
+            else:
+                # The bytes only: is_at compares them with the caller's copy when it has
+                # one, else hashes them with the algorithm the expected version names.
+                at = is_at(_read_to_end(fd, st.st_size), mode)
+        finally:
+            os.close(fd)
+        if not at:
             raise fs_error("stale", f"{path} changed", path=path)
 
     def put(self, path: str, data: bytes, mode: PutMode) -> FileVersion:
@@ -428,6 +458,13 @@ class LocalStore(Store):
                 raise _translate(exc, path) from exc
             finally:
                 fcntl.flock(dfd, fcntl.LOCK_UN)
+
+
+def _stat_version(st: os.stat_result) -> FileVersion:
+    """The version of a file over the whole-file cap: inode, size and mtime."""
+    # Built from ints, nothing to validate: a listing read makes one per file.
+    return FileVersion.model_construct(
+        kind="stat", value=f"{st.st_ino}-{st.st_size}-{st.st_mtime_ns}")
 
 
 def _open_dir(part: str, dfd: int, path: str, walked: str) -> int:

@@ -10,6 +10,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
+from fsspec.implementations.memory import MemoryFile
+
 from toolfs.backends.base import (
     Blob,
     Capabilities,
@@ -96,7 +98,7 @@ class MemoryStore(Store):
             data = self._current(path)
         if data is None:
             raise fs_error("not_found", f"{path} does not exist", path=path)
-        version = FileVersion.of_bytes(data)
+        version = FileVersion.of_bytes(data, like=if_version)
         if if_version is not None and version != if_version:
             raise fs_error("stale", f"{path} changed", path=path)
         if start == 0 and len(data) <= self.size_cap:
@@ -108,10 +110,16 @@ class MemoryStore(Store):
         with _LOCK:
             current = self._current(path)
             check_condition(path, current, mode)
-            parent = self.fs._parent(path)
-            if parent and not self.fs.exists(parent):
-                self.fs.makedirs(parent, exist_ok=True)
-            self.fs.pipe_file(path, data)
+            if current is not None:
+                # Replacing a file: its directories exist and none is a file, so the
+                # new MemoryFile goes in as pipe_file would put it, without pipe_file's
+                # walk up the parents (a dozen path normalisations per call).
+                MemoryFile(self.fs, self.fs._strip_protocol(path), data).commit()
+            else:
+                parent = self.fs._parent(path)
+                if parent and not self.fs.exists(parent):
+                    self.fs.makedirs(parent, exist_ok=True)
+                self.fs.pipe_file(path, data)
         return FileVersion.of_bytes(data)
 
     def delete(self, path: str, mode: Update | Overwrite) -> None:

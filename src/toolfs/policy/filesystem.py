@@ -438,7 +438,9 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             return Overwrite()
         obs = self.ledger.get(target.backend_path)
         if obs is not None and obs.version is not None:
-            return Update(obs.version)
+            # The cached bytes of that version, if held, spare the store a digest.
+            return Update(obs.version,
+                          known=self.ledger.content(target.backend_path, obs.version))
         if obs is None and not self.policy.require_observation:
             return Overwrite()
         return Create()
@@ -837,7 +839,11 @@ class ObservedFile(io.RawIOBase):
         """Store ``data`` -- bytes derived from this file -- only if the file is still at
         ``version`` (else ``stale``), whatever the policy. This is how an edit lands: the
         condition is the version its bytes were computed from, not a later ledger entry."""
-        return self._owner._commit(self._target, bytes(data), Update(self.version), operation)
+        # The bytes of `version` go along (when whole), so that a digest store can
+        # compare the file with them rather than hash it again.
+        known = self._buf if self.complete else None
+        return self._owner._commit(self._target, bytes(data),
+                                   Update(self.version, known=known), operation)
 
     def delete(self) -> None:
         """Delete the file only if it is still at ``version`` (else ``stale``), whatever

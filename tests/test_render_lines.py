@@ -1,0 +1,88 @@
+"""The numbered text of a read, built in bulk, equals the line-by-line definition.
+
+``render`` builds a read's text without Python work per line (cached number prefixes,
+one join, a bisection for the budget). These tests compare it with the plain definition
+(``number_line`` per line, whole lines while they fit) wherever the bulk path has an
+edge: the end of the prefix cache, numbers wider than six digits, long lines that must
+be cut, and budgets that cut the window anywhere.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from toolfs.render import (
+    _FOOTER_ROOM,
+    _PREFIX_CACHE_LINES,
+    _WIDE_NUMBERS,
+    MAX_LINE_CHARS,
+    _fit,
+    _Limits,
+    _numbered_lines,
+    number_line,
+    render_read,
+)
+from toolfs.results import ReadResult
+from toolfs.versions import FileVersion
+
+
+def _reference_fit(start: int, lines: list[str], limits: _Limits, room: int) -> list[str]:
+    shown: list[str] = []
+    used = -1
+    for i, line in enumerate(lines):
+        text = number_line(start + i, line, limits.line)
+        used += len(text) + 1
+        if used > room:
+            break
+        shown.append(text)
+    return shown
+
+
+def _result(start: int, lines: list[str], total: int) -> ReadResult:
+    return ReadResult(path="f.txt", version=FileVersion(kind="sha256", value="0" * 64),
+                      lines=lines, start_line=start, line_count=len(lines),
+                      total_lines=total, size=sum(map(len, lines)) + len(lines),
+                      partial=len(lines) < total)
+
+
+@pytest.mark.parametrize("start", [1, 2, _PREFIX_CACHE_LINES - 5, _PREFIX_CACHE_LINES,
+                                   _PREFIX_CACHE_LINES + 1, _WIDE_NUMBERS - 3,
+                                   _WIDE_NUMBERS, 12_345_678])
+@pytest.mark.parametrize("room", [1_000, 5_000, 100_000])
+def test_numbered_window_matches_the_line_by_line_definition(start: int, room: int) -> None:
+    rng = random.Random(start * 7 + room)
+    lines = ["x" * rng.randrange(0, 120) for _ in range(300)]
+    limits = _Limits(100_000)
+    expected = _reference_fit(start, lines, limits, room)
+    shown = _fit(start, lines, limits, room)
+    assert len(shown) == len(expected)
+    assert _numbered_lines(start, shown) == "\n".join(expected)
+
+
+@pytest.mark.parametrize("long_at", [0, 7, 299])
+def test_long_lines_are_cut_as_number_line_cuts_them(long_at: int) -> None:
+    lines = [f"line {i}" for i in range(300)]
+    lines[long_at] = "y" * (MAX_LINE_CHARS + 50)
+    limits = _Limits(100_000)
+    expected = _reference_fit(1, lines, limits, 100_000)
+    shown = _fit(1, lines, limits, 100_000)
+    assert _numbered_lines(1, shown) == "\n".join(expected)
+    assert "[line truncated: 2000 of 2050 characters shown]" in expected[long_at]
+
+
+@pytest.mark.parametrize("budget", [1_000, 4_321, 100_000])
+def test_read_text_cut_at_the_budget_keeps_whole_numbered_lines(budget: int) -> None:
+    lines = [f"{i:05d} " + "z" * (i % 90) for i in range(2000)]
+    text = render_read(_result(1, lines, 2000), budget)
+    assert len(text) <= budget
+    body, footer = text.rsplit("\n\n", 1)
+    rows = body.split("\n")
+    assert rows == [number_line(i + 1, lines[i]) for i in range(len(rows))]
+    assert len(rows) == len(_reference_fit(1, lines, _Limits(budget), budget - _FOOTER_ROOM))
+    assert footer.startswith(f"(Output truncated at {budget} characters: showing lines 1-")
+
+
+def test_whole_small_file_has_no_footer() -> None:
+    assert render_read(_result(1, ["a", "", "b"], 3)) == "     1\ta\n     2\t\n     3\tb"
