@@ -71,6 +71,8 @@ import base64
 import functools
 import heapq
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -93,6 +95,7 @@ try:
         WriteResult,
     )
     from deepagents.backends.utils import InvalidGlobPatternError, compile_grep_include_glob
+    from langgraph.config import get_config
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("toolfs.integrations.deepagents needs Deep Agents: "
                       "pip install 'toolfs[deepagents]'") from exc
@@ -107,6 +110,11 @@ from toolfs.workspace import AsyncWorkspace, Workspace
 __all__ = ["ToolfsBackend"]
 
 T = TypeVar("T")
+
+# Subagent contexts kept at once; the least recently used beyond this is dropped (a
+# subagent run that is long over). A dropped one that calls again starts afresh: its
+# updates are refused `not_observed` until it reads again, never stored blind.
+_MAX_SUBAGENT_CONTEXTS = 256
 
 # RE2 metacharacters; escaping exactly these turns a literal into a pattern that matches
 # only itself (RE2 accepts a backslash before any punctuation).
@@ -159,6 +167,13 @@ class ToolfsBackend(BackendProtocol):
     backend read is what its edits are conditional on, so give each agent its own
     (``ToolfsBackend(ws.new_context())``). See the module docstring for how Deep Agents'
     conventions map onto toolfs.
+
+    Subagents: Deep Agents gives its subagents (the ``task`` tool) the parent's backend
+    object. Each subagent run gets its own execution context here (a
+    ``ws.new_context()``, told apart by the LangGraph namespace of the ``task`` call),
+    so a subagent must read a file before changing it, and a parent's update based on
+    what it read before the subagent changed the file is refused ``stale`` instead of
+    storing over the subagent's change. ``workspace`` is the parent's (top-level) context.
     """
 
     def __init__(self, ws: Workspace | AsyncWorkspace) -> None:
@@ -170,6 +185,9 @@ class ToolfsBackend(BackendProtocol):
         else:
             raise TypeError(f"ToolfsBackend takes a toolfs Workspace or AsyncWorkspace, "
                             f"not {type(ws).__name__}")
+        self._subagents: OrderedDict[str, Workspace] = OrderedDict()
+        self._subagents_lock = threading.Lock()
+        self._pinned = threading.local()  # the calling agent's context, in a worker
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -177,10 +195,33 @@ class ToolfsBackend(BackendProtocol):
     def fs(self) -> PolicyFileSystem:
         return self.workspace.fs
 
+    def _agent_workspace(self) -> Workspace:
+        """The execution context of the agent making this call: the parent's, or the
+        subagent run's own (made on its first call)."""
+        key = _subagent_key()
+        if key is None:
+            return self.workspace
+        with self._subagents_lock:
+            ws = self._subagents.get(key)
+            if ws is None:
+                ws = self._subagents[key] = self.workspace.new_context()
+                while len(self._subagents) > _MAX_SUBAGENT_CONTEXTS:
+                    self._subagents.popitem(last=False)
+            else:
+                self._subagents.move_to_end(key)
+            return ws
+
+    @property
+    def _ws(self) -> Workspace:
+        """The context this call runs in: pinned by the async twin that dispatched it to
+        a worker thread (where LangGraph's config is not visible), else the caller's."""
+        pinned: Workspace | None = getattr(self._pinned, "ws", None)
+        return pinned if pinned is not None else self._agent_workspace()
+
     def _guarded(self, fn: Callable[[PolicyFileSystem], T]) -> T:
         """Run ``fn`` on the policy filesystem; every failure is an ``FsError`` with
         credentials masked, as from the workspace's own tools."""
-        return self.workspace.run(fn)
+        return self._ws.run(fn)
 
     def _text(self, err: FsError, *, prefixed: bool) -> str:
         """toolfs's model text for ``err``, paths named as Deep Agents names them.
@@ -197,10 +238,28 @@ class ToolfsBackend(BackendProtocol):
         text = render_error(shown, self.workspace.max_output_chars)
         return text.removeprefix("Error ") if prefixed else text
 
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        if self._async is not None:
-            return await self._async.call(fn, *args)
-        return await asyncio.to_thread(fn, *args)
+    async def _run(self, failed: Callable[[str], T], fn: Callable[..., T], *args: Any,
+                   prefixed: bool = False) -> T:
+        """``fn(*args)`` on a worker thread, in the calling agent's context; a failure
+        to run it at all (a closed worker pool) is ``failed(text)``, never an exception
+        into Deep Agents' tool node (``prefixed`` as for :meth:`_text`)."""
+        ws = self._agent_workspace()  # here: LangGraph's config is a context variable
+
+        def pinned() -> T:
+            self._pinned.ws = ws
+            try:
+                return fn(*args)
+            finally:
+                self._pinned.ws = None
+
+        try:
+            if self._async is not None:
+                return await self._async.call(pinned)
+            return await asyncio.to_thread(pinned)
+        except Exception as exc:
+            err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
+            err.__cause__ = exc
+            return failed(self._text(ws.masked(err), prefixed=prefixed))
 
     # -- ls -------------------------------------------------------------------------
 
@@ -208,7 +267,7 @@ class ToolfsBackend(BackendProtocol):
         """The immediate children of ``path``: files with their size, directories with a
         trailing ``/``, sorted by path (at most the workspace's ``ls_limit``)."""
         try:
-            listing = self.workspace.ls(_rel(path) or None)
+            listing = self._ws.ls(_rel(path) or None)
         except FsError as err:
             if err.code == "not_found":
                 return LsResult(error=f"Path '{path}': path_not_found")
@@ -227,7 +286,7 @@ class ToolfsBackend(BackendProtocol):
         return LsResult(entries=entries)
 
     async def als(self, path: str) -> LsResult:
-        return await self._run(self.ls, path)
+        return await self._run(lambda e: LsResult(error=e), self.ls, path, prefixed=True)
 
     # -- read -----------------------------------------------------------------------
 
@@ -314,27 +373,28 @@ class ToolfsBackend(BackendProtocol):
             next_offset=None if at_end else r.end_line)
 
     async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
-        return await self._run(self.read, file_path, offset, limit)
+        return await self._run(lambda e: ReadResult(error=e), self.read, file_path, offset,
+                               limit, prefixed=True)
 
     # -- write and edit ---------------------------------------------------------------
 
     def write(self, file_path: str, content: str) -> WriteResult:
         """Create ``file_path``, or replace it on the version this context observed."""
         try:
-            self.workspace.write(_file(file_path), content)
+            self._ws.write(_file(file_path), content)
         except FsError as err:
             return WriteResult(error=self._text(err, prefixed=False))
         return WriteResult(path=file_path)
 
     async def awrite(self, file_path: str, content: str) -> WriteResult:
-        return await self._run(self.write, file_path, content)
+        return await self._run(lambda e: WriteResult(error=e), self.write, file_path, content)
 
     def edit(self, file_path: str, old_string: str, new_string: str,
              replace_all: bool = False) -> EditResult:
         """Replace ``old_string`` in the file as this context read it; stored only on
         that version (``stale`` if it changed since)."""
         try:
-            done = self.workspace.edit(_file(file_path), old_string, new_string, replace_all)
+            done = self._ws.edit(_file(file_path), old_string, new_string, replace_all)
         except FsError as err:
             return EditResult(error=self._edit_error(err, file_path, old_string))
         return EditResult(path=file_path, occurrences=done.replacements)
@@ -357,7 +417,8 @@ class ToolfsBackend(BackendProtocol):
 
     async def aedit(self, file_path: str, old_string: str, new_string: str,
                     replace_all: bool = False) -> EditResult:
-        return await self._run(self.edit, file_path, old_string, new_string, replace_all)
+        return await self._run(lambda e: EditResult(error=e), self.edit, file_path,
+                               old_string, new_string, replace_all)
 
     # -- delete ---------------------------------------------------------------------
 
@@ -385,7 +446,7 @@ class ToolfsBackend(BackendProtocol):
         return DeleteResult(path=file_path)
 
     async def adelete(self, file_path: str) -> DeleteResult:
-        return await self._run(self.delete, file_path)
+        return await self._run(lambda e: DeleteResult(error=e), self.delete, file_path)
 
     # -- glob and grep ----------------------------------------------------------------
 
@@ -425,7 +486,8 @@ class ToolfsBackend(BackendProtocol):
                           truncation_reason="budget" if truncated else None)
 
     async def aglob(self, pattern: str, path: str | None = None) -> GlobResult:
-        return await self._run(self.glob, pattern, path)
+        return await self._run(lambda e: GlobResult(error=e), self.glob, pattern, path,
+                               prefixed=True)
 
     def grep(self, pattern: str, path: str | None = None, glob: str | None = None, *,
              max_count: int | None = None) -> GrepResult:
@@ -445,7 +507,7 @@ class ToolfsBackend(BackendProtocol):
             below = glob.lstrip("/")
             include = "/" + (f"{rel.rstrip('/')}/{below}" if rel else below)
         try:
-            found = self.workspace.grep(_literal(pattern), rel, include,
+            found = self._ws.grep(_literal(pattern), rel, include,
                                         output_mode="content", head_limit=max_count)
         except FsError as err:
             if err.code == "not_found":
@@ -457,7 +519,8 @@ class ToolfsBackend(BackendProtocol):
 
     async def agrep(self, pattern: str, path: str | None = None, glob: str | None = None,
                     *, max_count: int | None = None) -> GrepResult:
-        return await self._run(lambda: self.grep(pattern, path, glob, max_count=max_count))
+        return await self._run(lambda e: GrepResult(error=e, matches=[]),
+                               lambda: self.grep(pattern, path, glob, max_count=max_count))
 
     # -- upload and download ------------------------------------------------------------
 
@@ -483,7 +546,9 @@ class ToolfsBackend(BackendProtocol):
         return out
 
     async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
-        return await self._run(self.upload_files, files)
+        return await self._run(
+            lambda e: [FileUploadResponse(path=p, error=e) for p, _ in files],
+            self.upload_files, files)
 
     def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
         """The bytes of each file (whole, up to the size cap); each is an observed read."""
@@ -499,10 +564,33 @@ class ToolfsBackend(BackendProtocol):
         return out
 
     async def adownload_files(self, paths: list[str]) -> list[FileDownloadResponse]:
-        return await self._run(self.download_files, paths)
+        return await self._run(
+            lambda e: [FileDownloadResponse(path=p, error=e) for p in paths],
+            self.download_files, paths)
 
     def __repr__(self) -> str:
         return f"ToolfsBackend({self.workspace!r})"
+
+
+def _subagent_key() -> str | None:
+    """The key of the subagent run making this call, or ``None`` for the top-level agent
+    (or a call outside a LangGraph run).
+
+    Deep Agents runs a subagent inside the parent's ``task`` tool call with
+    ``ls_agent_type="subagent"`` in its config; LangGraph's checkpoint namespace of a
+    call in it is ``<parent's task call>|<the subagent's own step>``, so the namespace
+    without its last segment names that subagent run, the same for all its steps and
+    different for every ``task`` call (parallel ones included)."""
+    try:
+        config = get_config()
+    except RuntimeError:  # not inside a LangGraph run: a direct call
+        return None
+    configurable = config.get("configurable") or {}
+    if configurable.get("ls_agent_type") != "subagent":
+        return None
+    namespace = str(configurable.get("checkpoint_ns") or "")
+    run, _, _ = namespace.rpartition("|")
+    return run or None
 
 
 def _put(fs: PolicyFileSystem, *, rel: str, data: bytes) -> None:

@@ -98,11 +98,13 @@ class _WorkspaceTool(StructuredTool):
     fills them in and a model argument of that name would be dropped without a word;
     these take the arguments only, and toolfs reports an unknown one."""
 
-    def _run(self, *args: Any, **arguments: Any) -> Any:
+    # `self` is positional-only: a model argument named "self" is one of the arguments
+    # (toolfs reports it as unknown), not a second value for the method's own.
+    def _run(self, /, *args: Any, **arguments: Any) -> Any:
         assert self.func is not None
         return self.func(*args, **arguments)
 
-    async def _arun(self, *args: Any, **arguments: Any) -> Any:
+    async def _arun(self, /, *args: Any, **arguments: Any) -> Any:
         assert self.coroutine is not None
         return await self.coroutine(*args, **arguments)
 
@@ -115,6 +117,8 @@ def _tool(name: str, sync_ws: Workspace, async_ws: Callable[[], AsyncWorkspace]
         return _answer(sync_ws.execute(name, arguments))
 
     async def arun(**arguments: Any) -> tuple[str, dict[str, Any]]:
+        # AsyncWorkspace.execute never raises (a closed worker pool is a backend_error
+        # result), so nothing but toolfs's text reaches LangChain.
         return _answer(await async_ws().execute(name, arguments))
 
     coroutine: Callable[..., Coroutine[Any, Any, tuple[str, dict[str, Any]]]] = arun

@@ -22,7 +22,6 @@ to do next) as the tool's output, and so do invalid arguments, malformed JSON in
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -30,7 +29,6 @@ from agents import FunctionTool, RunContextWrapper
 from agents.tool_context import ToolContext
 
 from toolfs.errors import fs_error
-from toolfs.render import render_output
 from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, strict_input_schema
 from toolfs.workspace import AsyncWorkspace, Workspace
 
@@ -85,25 +83,13 @@ def strict_schema(tool: str) -> dict[str, Any]:
 
 def _invoker(aws: AsyncWorkspace, name: str) -> Callable[[ToolContext[Any], str], Awaitable[str]]:
     async def invoke(context: ToolContext[Any], arguments: str) -> str:
-        try:
-            output = await aws.execute(name, _without_nulls(arguments))
-        except Exception as exc:  # execute never raises for tool errors; a closed pool might
-            err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
-            return render_output(err, aws.sync.max_output_chars).text
-        return output.text
+        # The model's JSON goes to execute as it came: execute parses it, takes a strict
+        # call's nulls for optional arguments as "not given" and names every problem
+        # (a null for a required one, malformed JSON, ...) exactly as for every other
+        # adapter. It never raises, so the SDK's generic handler is never reached.
+        empty = not arguments or (isinstance(arguments, str) and not arguments.strip())
+        given: Any = {} if empty else arguments  # a call with no arguments is {}
+        return (await aws.execute(name, given)).text
 
     invoke.__name__ = f"toolfs_{name}"
     return invoke
-
-
-def _without_nulls(arguments: str) -> Any:
-    """The model's JSON arguments with ``null`` members dropped (strict mode sends every
-    property; ``null`` means "not given"). Anything that is not a JSON object goes to
-    ``execute`` as it came, which answers with the ``invalid_arguments`` text."""
-    try:
-        parsed = json.loads(arguments) if arguments else {}
-    except (ValueError, TypeError, RecursionError):  # execute names the problem
-        return arguments
-    if not isinstance(parsed, dict):
-        return arguments
-    return {k: v for k, v in parsed.items() if v is not None}

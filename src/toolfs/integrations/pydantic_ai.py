@@ -36,7 +36,6 @@ from pydantic_ai.toolsets import ToolsetTool
 from pydantic_ai.toolsets.function import FunctionToolsetTool
 
 from toolfs.errors import fs_error
-from toolfs.render import render_output
 from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, input_schema
 from toolfs.workspace import AsyncWorkspace, Workspace
 
@@ -136,16 +135,14 @@ class _Runner:
         self.aws, self.name = aws, name
         self.__name__ = f"toolfs_{name}"
 
-    async def __call__(self, **arguments: Any) -> str:
+    async def __call__(self, /, **arguments: Any) -> str:
+        # `self` is positional-only so that a model argument named "self" reaches
+        # execute (and is reported there) instead of breaking the call. The arguments
+        # go as they came: execute takes nulls for optional arguments as "not given" and
+        # words every problem as for the other adapters. It never raises.
         unparsed = arguments.get(_UNPARSED)
-        given = unparsed.raw if isinstance(unparsed, _Unparsed) else {
-            # null means "not given", as for a model in strict mode that sends every property
-            k: v for k, v in arguments.items() if v is not None}
-        try:
-            output = await self.aws.execute(self.name, given)
-        except Exception as exc:  # execute never raises for tool errors; a closed pool might
-            err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
-            raise ToolFailed(render_output(err, self.aws.sync.max_output_chars).text) from exc
+        given = unparsed.raw if isinstance(unparsed, _Unparsed) else arguments
+        output = await self.aws.execute(self.name, given)
         if output.is_error:
             raise ToolFailed(output.text)
         return output.text

@@ -1,0 +1,402 @@
+"""An agent builder's probes of the framework adapters, each through the framework's own
+machinery: subagents sharing a Deep Agents backend, argument names the adapters' own
+signatures used to swallow, the same call giving the same text in every adapter, worker
+threads that are gone, streamed runs, and runs cancelled in the middle of a write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents", reason="the openai-agents extra is not installed")
+pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed")
+pytest.importorskip("langchain.agents", reason="LangChain's agent runner is not installed")
+pytest.importorskip("deepagents", reason="the deepagents extra is not installed")
+
+from agents import Agent, RunConfig, Runner
+from agents.items import ToolCallOutputItem
+from agents.testing import ScriptedModel, assistant_message, function_call
+from deepagents import create_deep_agent
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic_ai import Agent as PydanticAgent
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import FunctionModel
+
+import toolfs
+from tests.backends import Backend
+from tests.test_integrations_langchain import ScriptedModel as ScriptedChatModel
+from toolfs.integrations import langchain as lc
+from toolfs.integrations.deepagents import ToolfsBackend
+from toolfs.integrations.openai_agents import function_tools
+from toolfs.integrations.pydantic_ai import toolset
+from toolfs.policy.events import FsEvent
+
+NO_TRACING = RunConfig(tracing_disabled=True)
+
+
+def fresh(name: str, **options: Any) -> toolfs.Workspace:
+    return toolfs.Workspace(f"memory://{name}-{uuid.uuid4().hex[:8]}", **options)
+
+
+# -- the same call, the same text, in every adapter ------------------------------------
+
+
+def via_agents_sdk(ws: toolfs.Workspace, tool: str, args: dict[str, Any]) -> str:
+    model = ScriptedModel([[function_call(tool, args, call_id="c1")],
+                           [assistant_message("done")]])
+    agent = Agent(name="a", model=model, tools=function_tools(ws))
+    result = asyncio.run(Runner.run(agent, "go", run_config=NO_TRACING))
+    (out,) = [i.output for i in result.new_items if isinstance(i, ToolCallOutputItem)]
+    return str(out)
+
+
+def via_pydantic_ai(ws: toolfs.Workspace, tool: str, args: dict[str, Any]) -> str:
+    turns = [[ToolCallPart(tool, args)], [TextPart("done")]]
+    agent = PydanticAgent(FunctionModel(lambda m, i: ModelResponse(parts=turns.pop(0))),
+                          toolsets=[toolset(ws)])
+    result = agent.run_sync("go")
+    (out,) = [p.content for m in result.all_messages() for p in m.parts
+              if isinstance(p, ToolReturnPart)]
+    return str(out)
+
+
+def via_langchain(ws: toolfs.Workspace, tool: str, args: dict[str, Any]) -> str:
+    (t,) = lc.tools(ws, [tool])
+    message = t.invoke({"type": "tool_call", "id": "c1", "name": tool, "args": args})
+    assert isinstance(message, ToolMessage)
+    return str(message.content)
+
+
+def via_langchain_async(ws: toolfs.Workspace, tool: str, args: dict[str, Any]) -> str:
+    (t,) = lc.tools(toolfs.AsyncWorkspace(ws), [tool])
+    message = asyncio.run(t.ainvoke({"type": "tool_call", "id": "c1", "name": tool,
+                                     "args": args}))
+    assert isinstance(message, ToolMessage)
+    return str(message.content)
+
+
+ADAPTERS: dict[str, Callable[[toolfs.Workspace, str, dict[str, Any]], str]] = {
+    "openai_agents": via_agents_sdk, "pydantic_ai": via_pydantic_ai,
+    "langchain": via_langchain, "langchain_async": via_langchain_async,
+}
+
+# Calls whose text once differed between adapters, or that an adapter's own signature
+# took for itself (`self`) and raised into the framework.
+CALLS = [
+    ("read", {"file_path": None}),
+    ("write", {"file_path": "new.txt", "content": None}),
+    ("edit", {"file_path": "a.txt", "old_string": None, "new_string": "x"}),
+    ("read", {"file_path": "a.txt", "self": 1}),
+    ("read", {"file_path": "a.txt", "args": 1, "kwargs": 2}),
+    ("read", {"file_path": "a.txt", "offset": None, "limit": None}),
+    ("grep", {"pattern": "b", "output_mode": "content", "head_limit": None}),
+    ("ls", {"path": None}),
+]
+
+
+@pytest.mark.parametrize("adapter", list(ADAPTERS))
+@pytest.mark.parametrize(("tool", "args"), CALLS,
+                         ids=[f"{t}-{'-'.join(a)}" for t, a in CALLS])
+def test_the_same_call_gives_the_text_of_execute(adapter: str, tool: str,
+                                                 args: dict[str, Any]) -> None:
+    ws = fresh("same-text")
+    ws.write("a.txt", "alpha\nbeta\n")
+    expected = ws.new_context().execute(tool, args).text
+    assert ADAPTERS[adapter](ws.new_context(), tool, args) == expected
+    assert ws.fs.cat_file("a.txt") == b"alpha\nbeta\n"
+
+
+# -- worker threads that are gone ------------------------------------------------------
+
+
+def closed(ws: toolfs.Workspace) -> toolfs.AsyncWorkspace:
+    aws = toolfs.AsyncWorkspace(ws)
+    aws.close()
+    return aws
+
+
+def test_langchain_async_failure_is_an_error_tool_message() -> None:
+    ws = fresh("lc-closed")
+    ws.write("a.txt", "hi\n")
+    (read,) = lc.tools(closed(ws), ["read"])
+    message = asyncio.run(read.ainvoke({"type": "tool_call", "id": "c1", "name": "read",
+                                        "args": {"file_path": "a.txt"}}))
+    assert isinstance(message, ToolMessage)
+    assert message.status == "error"
+    assert message.content == ("Error [backend_error]: RuntimeError: cannot schedule new "
+                               "futures after shutdown\nThe storage backend failed; "
+                               "retrying later may help.")
+
+
+def test_deep_agents_async_failures_are_error_results() -> None:
+    ws = fresh("da-closed")
+    ws.write("a.txt", "hi\n")
+    b = ToolfsBackend(closed(ws))
+    text = ("[backend_error]: RuntimeError: cannot schedule new futures after shutdown\n"
+            "The storage backend failed; retrying later may help.")
+
+    async def every_call() -> list[Any]:
+        return [await b.aread("/a.txt"), await b.als("/"), await b.aglob("*"),
+                await b.agrep("hi"), await b.awrite("/a.txt", "x"),
+                await b.aedit("/a.txt", "hi", "ho"), await b.adelete("/a.txt"),
+                *(await b.aupload_files([("/b.txt", b"x")])),
+                *(await b.adownload_files(["/a.txt"]))]
+
+    results = asyncio.run(every_call())
+    for r in results:
+        assert r.error is not None and r.error.endswith(text), r
+    assert ws.fs.cat_file("a.txt") == b"hi\n"
+    assert not ws.fs.exists("b.txt")
+
+
+# -- Deep Agents: a subagent is another agent --------------------------------------------
+
+
+class Delegating(ScriptedChatModel):
+    """One chat model for a deep agent and its subagents: a conversation that starts
+    with a ``task`` description is a subagent's, and follows ``sub``; the rest follow
+    ``main``."""
+
+    sub: Callable[[list[BaseMessage]], AIMessage]
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        is_sub = any(isinstance(m, HumanMessage) and str(m.content).startswith("subtask")
+                     for m in messages)
+        reply = (self.sub if is_sub else self.turn)(messages)
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def _call(name: str, id: str, **args: Any) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": name, "args": args, "id": id,
+                                      "type": "tool_call"}])
+
+
+def _tool_messages(messages: list[BaseMessage]) -> list[ToolMessage]:
+    return [m for m in messages if isinstance(m, ToolMessage)]
+
+
+def test_a_subagent_and_its_parent_never_lose_an_update(backend: Backend) -> None:
+    """The parent reads, delegates an edit of the same file to a subagent, then writes
+    what it read plus a line: that write is refused (``stale``), not stored over the
+    subagent's edit; after a re-read the parent's write keeps both changes. The subagent
+    must read before it edits, though its parent had read the file."""
+    backend.put("notes.txt", b"alpha\nbeta\n")
+    seen: list[tuple[str, str, str]] = []  # (who, status, text) of every tool result
+
+    def record(who: str, messages: list[BaseMessage]) -> list[ToolMessage]:
+        answers = _tool_messages(messages)
+        if answers:
+            last = answers[-1]
+            seen.append((who, last.status, str(last.content)))
+        return answers
+
+    def parent(messages: list[BaseMessage]) -> AIMessage:
+        n = len(record("parent", messages))
+        if n == 0:
+            return _call("read_file", "p1", file_path="/notes.txt")
+        if n == 1:
+            return _call("task", "p2", description="subtask: capitalise alpha",
+                         subagent_type="general-purpose")
+        if n == 2:  # what it read, plus a line: the subagent's change is not in it
+            return _call("write_file", "p3", file_path="/notes.txt",
+                         content="alpha\nbeta\nparent\n")
+        if n == 3:
+            return _call("read_file", "p4", file_path="/notes.txt")
+        if n == 4:
+            return _call("write_file", "p5", file_path="/notes.txt",
+                         content="ALPHA\nbeta\nparent\n")
+        return AIMessage("done")
+
+    def sub(messages: list[BaseMessage]) -> AIMessage:
+        n = len(record("sub", messages))
+        if n == 0:  # straight to the edit: the subagent has read nothing
+            return _call("edit_file", "s1", file_path="/notes.txt", old_string="alpha",
+                         new_string="ALPHA")
+        if n == 1:
+            return _call("read_file", "s2", file_path="/notes.txt")
+        if n == 2:
+            return _call("edit_file", "s3", file_path="/notes.txt", old_string="alpha",
+                         new_string="ALPHA")
+        return AIMessage("capitalised")
+
+    ws = toolfs.Workspace(backend.fs, root=backend.root)
+    da = ToolfsBackend(toolfs.AsyncWorkspace(ws) if backend.use_async else ws)
+    graph = create_deep_agent(model=Delegating(turn=parent, sub=sub), backend=da)
+    request = {"messages": [{"role": "user", "content": "edit notes"}]}
+    if backend.use_async:
+        asyncio.run(graph.ainvoke(request, {"recursion_limit": 100}))
+    else:
+        graph.invoke(request, {"recursion_limit": 100})
+    statuses = [(who, status, text.split("\n")[0]) for who, status, text in seen]
+    assert statuses == [
+        ("parent", "success", "@@ lines 1-2 of 2 @@"),
+        ("sub", "error", "Error [not_observed]: /notes.txt exists but was not read in this "
+                         "context; read it before changing it"),
+        ("sub", "success", "@@ lines 1-2 of 2 @@"),
+        ("sub", "success", "Successfully replaced 1 instance(s) of the string in "
+                           "'/notes.txt'"),
+        ("parent", "success", "capitalised"),
+        ("parent", "error", "Error [stale]: /notes.txt changed since you read it"),
+        ("parent", "success", "@@ lines 1-2 of 2 @@"),
+        ("parent", "success", "Updated file /notes.txt"),
+    ]
+    assert backend.get("notes.txt") == b"ALPHA\nbeta\nparent\n"
+
+
+def test_parallel_subagents_on_one_file_lose_no_reported_success() -> None:
+    """Two subagents started in one turn each read the file and append their own line
+    with a write: one wins, the other is refused ``stale`` (never both stored)."""
+    ws = fresh("da-parallel-subagents")
+    ws.write("log.txt", "start\n")
+    outcomes: dict[str, str] = {}
+    lock = threading.Lock()
+
+    def parent(messages: list[BaseMessage]) -> AIMessage:
+        if not _tool_messages(messages):
+            return AIMessage("", tool_calls=[
+                {"name": "task", "args": {"description": f"subtask {who}",
+                                          "subagent_type": "general-purpose"},
+                 "id": f"t-{who}", "type": "tool_call"} for who in ("one", "two")])
+        return AIMessage("done")
+
+    def sub(messages: list[BaseMessage]) -> AIMessage:
+        who = next(str(m.content).split()[1] for m in messages
+                   if isinstance(m, HumanMessage) and str(m.content).startswith("subtask"))
+        answers = _tool_messages(messages)
+        if not answers:
+            return _call("read_file", f"r-{who}", file_path="/log.txt")
+        if len(answers) == 1:
+            body = str(answers[0].content).split("\n", 1)[1]
+            return _call("write_file", f"w-{who}", file_path="/log.txt",
+                         content=body + "\n" + who + "\n")
+        with lock:
+            outcomes[who] = answers[-1].status
+        return AIMessage("written" if answers[-1].status == "success" else "refused")
+
+    graph = create_deep_agent(model=Delegating(turn=parent, sub=sub),
+                              backend=ToolfsBackend(ws.new_context()))
+    graph.invoke({"messages": [{"role": "user", "content": "log"}]}, {"recursion_limit": 100})
+    final = ws.fs.cat_file("log.txt").decode()
+    assert sorted(outcomes) == ["one", "two"]
+    wins = [who for who, status in outcomes.items() if status == "success"]
+    assert wins
+    for who in ("one", "two"):
+        assert (who in final) == (who in wins), (outcomes, final)
+
+
+# -- the Agents SDK: streamed runs --------------------------------------------------------
+
+
+def test_agents_sdk_streamed_run_sends_the_same_texts() -> None:
+    ws = fresh("oa-stream")
+    ws.write("a.txt", "x = 1\n")
+    other = ws.new_context()
+
+    def edit(call_id: str) -> Any:
+        return function_call("edit", {"file_path": "a.txt", "old_string": "x = 1",
+                                      "new_string": "x = 2", "replace_all": None},
+                             call_id=call_id)
+
+    def outside_then_edit(_call: Any) -> Any:
+        other.read("a.txt")
+        other.write("a.txt", "x = 1\ny = 0\n")
+        return [edit("c2")]
+
+    from agents.testing import ModelStep
+    model = ScriptedModel([
+        [function_call("read", {"file_path": "a.txt"}, call_id="c1")],
+        ModelStep.respond(outside_then_edit),
+        [function_call("read", {"file_path": "a.txt"}, call_id="c3")],
+        [edit("c4")],
+        [assistant_message("done")],
+    ])
+    agent = Agent(name="a", model=model, tools=function_tools(ws.new_context()))
+
+    async def streamed() -> list[str]:
+        run = Runner.run_streamed(agent, "go", run_config=NO_TRACING)
+        outputs = []
+        async for event in run.stream_events():
+            item = getattr(event, "item", None)
+            if isinstance(item, ToolCallOutputItem):
+                outputs.append(str(item.output))
+        return outputs
+
+    outputs = asyncio.run(streamed())
+    assert [o.split("\n")[0] for o in outputs] == [
+        "     1\tx = 1",
+        "Error [stale]: a.txt changed since you read it",
+        "     1\tx = 1",
+        "Edited a.txt: replaced 1 occurrence at line 1.",
+    ]
+    assert ws.fs.cat_file("a.txt") == b"x = 2\ny = 0\n"
+
+
+# -- a run cancelled in the middle of a write ------------------------------------------------
+
+
+class HeldWrite:
+    """A subscriber holding the first commit at ``fs/write-intent`` until released."""
+
+    def __init__(self) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, event: FsEvent) -> None:
+        if event.type == "fs/write-intent" and not self.entered.is_set():
+            self.entered.set()
+            assert self.release.wait(30)
+
+
+def _cancelled_mid_write(start: Callable[[toolfs.Workspace], Any], tmp_path: Any) -> None:
+    held = HeldWrite()
+    ws = toolfs.Workspace(str(tmp_path))
+    ws.write("a.txt", "one\ntwo\n")
+    ws.subscribe(held)  # hold the agent's edit, not the setup write
+
+    async def cancel() -> None:
+        task = asyncio.ensure_future(start(ws))
+        assert await asyncio.to_thread(held.entered.wait, 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel())
+    held.release.set()
+    # The worker thread finishes the commit it started, or not at all; never a part.
+    for _ in range(300):
+        if len(ws.audit.events) and ws.audit.events[-1].type == "fs/written":
+            break
+        threading.Event().wait(0.05)
+    assert (tmp_path / "a.txt").read_bytes() in (b"one\ntwo\n", b"ONE\ntwo\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]  # no temporary file left
+
+
+def test_agents_sdk_run_cancelled_mid_edit(tmp_path: Any) -> None:
+    def start(ws: toolfs.Workspace) -> Any:
+        model = ScriptedModel([
+            [function_call("read", {"file_path": "a.txt"}, call_id="c1")],
+            [function_call("edit", {"file_path": "a.txt", "old_string": "one",
+                                    "new_string": "ONE"}, call_id="c2")],
+            [assistant_message("done")]])
+        agent = Agent(name="a", model=model, tools=function_tools(ws))
+        return Runner.run(agent, "go", run_config=NO_TRACING)
+    _cancelled_mid_write(start, tmp_path)
+
+
+def test_pydantic_ai_run_cancelled_mid_edit(tmp_path: Any) -> None:
+    def start(ws: toolfs.Workspace) -> Any:
+        turns = [[ToolCallPart("read", {"file_path": "a.txt"})],
+                 [ToolCallPart("edit", {"file_path": "a.txt", "old_string": "one",
+                                        "new_string": "ONE"})],
+                 [TextPart("done")]]
+        agent = PydanticAgent(FunctionModel(lambda m, i: ModelResponse(parts=turns.pop(0))),
+                              toolsets=[toolset(ws)])
+        return agent.run("go")
+    _cancelled_mid_write(start, tmp_path)
