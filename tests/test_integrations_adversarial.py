@@ -400,3 +400,65 @@ def test_pydantic_ai_run_cancelled_mid_edit(tmp_path: Any) -> None:
                               toolsets=[toolset(ws)])
         return agent.run("go")
     _cancelled_mid_write(start, tmp_path)
+
+
+# -- Deep Agents' own middleware writing through the backend ----------------------------
+
+
+def test_summarization_never_replaces_a_history_file_over_the_cap() -> None:
+    """The summarization middleware downloads its history file and, if the download
+    fails, takes the file for new and writes just the new section. A history file over
+    ``size_cap`` must come back whole (as from Deep Agents' own backends), so the append
+    is refused ``too_large`` and the history is kept, never replaced by one section."""
+    from deepagents.middleware.summarization import create_summarization_middleware
+
+    ws = fresh("da-history", size_cap=4096)
+    backend = ToolfsBackend(ws.new_context())
+    middleware = create_summarization_middleware(
+        ScriptedChatModel(turn=lambda m: AIMessage("summary")), backend)
+    path = "/conversation_history/s1.md"
+    assert middleware._offload_to_backend(backend, [HumanMessage("first")], "s1") == path
+    assert middleware._offload_to_backend(backend, [HumanMessage("second")], "s1") == path
+    history = ws.fs.cat_file("conversation_history/s1.md")
+    assert history.count(b"## Summarized at") == 2 and b"first" in history
+    big = history + b"x" * 5000
+    # the history grew past the cap (another writer's; toolfs itself writes up to it)
+    ws.fs.fs.pipe_file(ws.fs.resolve("conversation_history/s1.md").backend_path, big)
+
+    (download,) = backend.download_files([path])
+    assert download.error is None and download.content == big  # whole, past the cap
+    assert middleware._offload_to_backend(backend, [HumanMessage("third")], "s1") is None
+    assert ws.fs.cat_file("conversation_history/s1.md") == big
+
+
+def test_large_tool_results_are_evicted_to_the_workspace_and_read_back() -> None:
+    """A custom tool's large result is written to ``/large_tool_results/<call id>``
+    through the backend and the model pages through it with ``read_file``."""
+    from langchain_core.tools import tool
+
+    @tool
+    def dump() -> str:
+        """Print a long report."""
+        return "".join(f"row {i} " + "y" * 100 + "\n" for i in range(2000))
+
+    ws = fresh("da-evict")
+    seen: list[str] = []
+
+    def turn(messages: list[BaseMessage]) -> AIMessage:
+        answers = _tool_messages(messages)
+        if answers:
+            seen.append(str(answers[-1].content))
+        if not answers:
+            return _call("dump", "big1")
+        if len(answers) == 1:
+            return _call("read_file", "r1", file_path="/large_tool_results/big1",
+                         offset=1998, limit=5)
+        return AIMessage("done")
+
+    graph = create_deep_agent(model=ScriptedChatModel(turn=turn), tools=[dump],
+                              backend=ToolfsBackend(ws.new_context()))
+    graph.invoke({"messages": [{"role": "user", "content": "report"}]})
+    assert "/large_tool_results/big1" in seen[0] and len(seen[0]) < 5000
+    assert seen[1] == ("@@ lines 1999-2000 of 2000 @@\nrow 1998 " + "y" * 100
+                       + "\nrow 1999 " + "y" * 100)
+    assert ws.fs.cat_file("large_tool_results/big1") == dump.invoke({}).encode()

@@ -44,13 +44,18 @@ Where Deep Agents' conventions and toolfs's guarantees pull apart, the guarantee
   if another agent, a subagent, a parallel call or a person changed the file since, the
   result is ``stale`` and nothing is written. Deep Agents' own backends write last-wins;
   its middleware only refuses two mutations of one path in the same model turn.
+* A subagent (Deep Agents' ``task`` tool, which hands it the parent's backend) runs in
+  its own execution context, one per ``task`` call: it reads before it changes a file,
+  and a parent's update based on a read from before the subagent's change is ``stale``.
 * ``delete`` removes one file, on the same condition as an edit; a directory is refused
   (Deep Agents deletes directories recursively, which cannot be made conditional on
   what this context read).
 * ``upload_files`` writes under the policy too (a file this context never read is not
-  replaced); ``download_files`` is a read, so it records an observation: Deep Agents'
-  summarization middleware downloads its history file, then edits it, and that edit
-  lands only on the version it downloaded.
+  replaced); ``download_files`` is a read of the whole file (streamed past the size
+  cap, as Deep Agents' own backends return it), so it records an observation: Deep
+  Agents' summarization middleware downloads its history file, then edits it, and that
+  edit lands only on the version it downloaded (and is refused ``too_large`` past the
+  cap, never replaced by the new section alone).
 * Lines are split on ``\\n`` (``\\r\\n`` counts as one terminator), as toolfs's edit and
   grep and ripgrep count them; Python's ``str.splitlines`` (Deep Agents' slicer) also
   splits on form feeds, ``\\u2028`` and other separators, which shifts its numbering on
@@ -551,7 +556,8 @@ class ToolfsBackend(BackendProtocol):
             self.upload_files, files)
 
     def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
-        """The bytes of each file (whole, up to the size cap); each is an observed read."""
+        """The bytes of each file, whole (streamed past the size cap); each is an
+        observed read."""
         out: list[FileDownloadResponse] = []
         for path in paths:
             try:
@@ -598,10 +604,12 @@ def _put(fs: PolicyFileSystem, *, rel: str, data: bytes) -> None:
 
 
 def _whole(fs: PolicyFileSystem, *, rel: str) -> bytes:
-    """The whole file (observed), or ``too_large`` past the size cap."""
+    """The whole file (observed), streamed block by block past the size cap, all from
+    one version: a download is the file's bytes, as from Deep Agents' own backends.
+
+    Not ``too_large``: the summarization middleware takes a failed download of its
+    history file for "no file yet" and writes only the new section, which would replace
+    the whole history (this context observed it when the download opened it). Whole,
+    the history's append is refused ``too_large`` by the edit instead, and kept."""
     with fs.open(rel, "rb") as f:
-        if not f.complete:
-            raise fs_error("too_large", f"{f.path} is {f.size} bytes, over the "
-                           f"{fs.size_cap}-byte cap for a whole-file download",
-                           path=f.path, details={"size": f.size, "cap": fs.size_cap})
         return bytes(f.read())
