@@ -462,3 +462,18 @@ def test_large_tool_results_are_evicted_to_the_workspace_and_read_back() -> None
     assert seen[1] == ("@@ lines 1999-2000 of 2000 @@\nrow 1998 " + "y" * 100
                        + "\nrow 1999 " + "y" * 100)
     assert ws.fs.cat_file("large_tool_results/big1") == dump.invoke({}).encode()
+
+
+# -- one way to ask for a subset -------------------------------------------------------------
+
+
+def test_every_adapter_takes_tools_and_refuses_an_unknown_name_alike() -> None:
+    ws = fresh("subset")
+    makers: list[Callable[..., list[Any]]] = [
+        function_tools, lambda w, **k: list(toolset(w, **k).tools.values()), lc.tools]
+    for make in makers:
+        assert [t.name for t in make(ws, tools=["grep", "read"])] == ["grep", "read"]
+        with pytest.raises(toolfs.FsError, match="unknown tool 'cat'") as caught:
+            make(ws, tools=["read", "cat"])
+        assert caught.value.code == "invalid_arguments"
+    assert [t.name for t in lc.tools(ws, ["ls"])] == ["ls"]  # positional, as before

@@ -39,6 +39,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("toolfs.integrations.langchain needs LangChain: "
                       "pip install 'toolfs[langchain]'") from exc
 
+from toolfs.errors import fs_error
 from toolfs.render import ToolOutput
 from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, input_schema
 from toolfs.workspace import AsyncWorkspace, Workspace
@@ -47,15 +48,17 @@ __all__ = ["tools"]
 
 
 def tools(ws: Workspace | AsyncWorkspace,
-          names: list[str] | tuple[str, ...] | None = None) -> list[StructuredTool]:
-    """The toolfs tools (all six, or those ``names`` lists, in that order) as LangChain
-    ``StructuredTool`` objects over ``ws``.
+          names: list[str] | tuple[str, ...] | None = None, *,
+          tools: list[str] | tuple[str, ...] | None = None) -> list[StructuredTool]:
+    """The toolfs tools (all six, or those ``tools`` names, in that order; ``names`` is
+    the same, positionally) as LangChain ``StructuredTool`` objects over ``ws``.
 
     All tools share ``ws``'s execution context: what ``read`` observed is what ``edit``
     and ``write`` are conditional on. Give each agent its own context
     (``ws.new_context()``). Sync calls run on the :class:`~toolfs.Workspace`, async calls
     on an :class:`~toolfs.AsyncWorkspace` over the same context (``ws`` itself when it is
-    one; its worker threads otherwise).
+    one; its worker threads otherwise). An unknown name is ``invalid_arguments`` (a
+    ``ValueError``), as in the other adapters.
     """
     if isinstance(ws, AsyncWorkspace):
         sync_ws, async_ws = ws.sync, ws
@@ -64,10 +67,14 @@ def tools(ws: Workspace | AsyncWorkspace,
     else:
         raise TypeError(f"tools() takes a toolfs Workspace or AsyncWorkspace, not "
                         f"{type(ws).__name__}")
-    wanted = list(ARGS_MODELS) if names is None else list(names)
+    if names is not None and tools is not None:
+        raise fs_error("invalid_arguments", "give the tool names once: names or tools=")
+    chosen = tools if tools is not None else names
+    wanted = list(ARGS_MODELS) if chosen is None else list(chosen)
     unknown = [n for n in wanted if n not in ARGS_MODELS]
     if unknown:
-        raise ValueError(f"unknown tool {unknown[0]!r}; the tools are " + ", ".join(ARGS_MODELS))
+        raise fs_error("invalid_arguments", f"unknown tool {str(unknown[0])[:50]!r}; the "
+                       "tools are " + ", ".join(ARGS_MODELS))
     lock = threading.Lock()
 
     def shared_async() -> AsyncWorkspace:
