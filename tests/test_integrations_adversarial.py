@@ -477,3 +477,76 @@ def test_every_adapter_takes_tools_and_refuses_an_unknown_name_alike() -> None:
             make(ws, tools=["read", "cat"])
         assert caught.value.code == "invalid_arguments"
     assert [t.name for t in lc.tools(ws, ["ls"])] == ["ls"]  # positional, as before
+
+
+# -- a call that outlives its timeout --------------------------------------------------------
+
+TIMED_OUT = ("Error [backend_error]: edit did not finish within 0.2 seconds; it may still "
+             "complete, so read the file before changing it again\n"
+             "The storage backend failed; retrying later may help.")
+
+
+def _held_workspace(tmp_path: Any) -> tuple[toolfs.Workspace, HeldWrite]:
+    held = HeldWrite()
+    ws = toolfs.Workspace(str(tmp_path))
+    ws.write("a.txt", "one\ntwo\n")
+    ws.subscribe(held)
+    return ws, held
+
+
+def _released(ws: toolfs.Workspace, held: HeldWrite, tmp_path: Any) -> None:
+    seen = len(ws.audit.events)
+    held.release.set()
+    for _ in range(300):  # the held commit ends, stored or refused
+        if len(ws.audit.events) > seen:
+            break
+        threading.Event().wait(0.05)
+    assert (tmp_path / "a.txt").read_bytes() == b"ONE\ntwo\n"
+
+
+def test_agents_sdk_timeout_is_toolfs_text(tmp_path: Any) -> None:
+    ws, held = _held_workspace(tmp_path)
+    model = ScriptedModel([
+        [function_call("read", {"file_path": "a.txt"}, call_id="c1")],
+        [function_call("edit", {"file_path": "a.txt", "old_string": "one",
+                                "new_string": "ONE"}, call_id="c2")],
+        [assistant_message("done")]])
+    agent = Agent(name="a", model=model, tools=function_tools(ws, timeout_seconds=0.2))
+    result = asyncio.run(Runner.run(agent, "go", run_config=NO_TRACING))
+    outputs = [str(i.output) for i in result.new_items if isinstance(i, ToolCallOutputItem)]
+    assert outputs[1] == TIMED_OUT
+    _released(ws, held, tmp_path)
+
+
+def test_agents_sdk_timeout_set_on_the_tool_later_is_toolfs_text(tmp_path: Any) -> None:
+    ws, held = _held_workspace(tmp_path)
+    tools = function_tools(ws)
+    for t in tools:
+        t.timeout_seconds = 0.2
+    model = ScriptedModel([
+        [function_call("read", {"file_path": "a.txt"}, call_id="c1")],
+        [function_call("edit", {"file_path": "a.txt", "old_string": "one",
+                                "new_string": "ONE"}, call_id="c2")],
+        [assistant_message("done")]])
+    result = asyncio.run(Runner.run(Agent(name="a", model=model, tools=tools), "go",
+                                    run_config=NO_TRACING))
+    outputs = [str(i.output) for i in result.new_items if isinstance(i, ToolCallOutputItem)]
+    assert outputs[1] == TIMED_OUT
+    _released(ws, held, tmp_path)
+
+
+def test_pydantic_ai_timeout_is_a_failed_result_not_a_retry(tmp_path: Any) -> None:
+    """pydantic-ai's own timeout answers with a retry prompt, which spends the retry
+    budget; the toolset's is a failed result with toolfs's text."""
+    ws, held = _held_workspace(tmp_path)
+    edit = ToolCallPart("edit", {"file_path": "a.txt", "old_string": "one",
+                                 "new_string": "ONE"})
+    turns = [[ToolCallPart("read", {"file_path": "a.txt"})], [edit], [edit], [edit],
+             [TextPart("done")]]
+    agent = PydanticAgent(FunctionModel(lambda m, i: ModelResponse(parts=turns.pop(0))),
+                          toolsets=[toolset(ws, timeout=0.2)])
+    result = agent.run_sync("go")
+    failed = [p for m in result.all_messages() for p in m.parts
+              if isinstance(p, ToolReturnPart) and p.outcome == "failed"]
+    assert failed and failed[0].content == TIMED_OUT
+    _released(ws, held, tmp_path)

@@ -22,13 +22,16 @@ to do next) as the tool's output, and so do invalid arguments, malformed JSON in
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from agents import FunctionTool, RunContextWrapper
+from agents import FunctionTool, RunContextWrapper, ToolTimeoutError
 from agents.tool_context import ToolContext
 
 from toolfs.errors import fs_error
+from toolfs.integrations._timeouts import timed_out
+from toolfs.render import render_output
 from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, strict_input_schema
 from toolfs.workspace import AsyncWorkspace, Workspace
 
@@ -46,6 +49,7 @@ def function_tools(
     *,
     needs_approval: bool | ApprovalFunction = False,
     tools: Sequence[str] | None = None,
+    timeout_seconds: float | None = None,
 ) -> list[FunctionTool]:
     """The tools (all six, or those ``tools`` names, in that order) as ``FunctionTool`` s.
 
@@ -53,6 +57,11 @@ def function_tools(
     against, its observations. Give each agent its own (``ws.new_context()``).
     ``needs_approval`` is passed to the SDK for ``write`` and ``edit`` (a bool, or the SDK's
     ``async (run_context, arguments, call_id) -> bool``); reading tools never need it.
+    ``timeout_seconds`` is the SDK's per-call timeout. A call that outlives it (now, or
+    one set on a tool later) is answered with toolfs's text, which says the change may
+    still be stored (the storage call cannot be taken back mid-way; it commits whole or
+    not at all) and to read before changing the file again, where the SDK's own text
+    would only say it timed out.
     """
     aws = ws if isinstance(ws, AsyncWorkspace) else AsyncWorkspace(ws)
     names = list(ARGS_MODELS) if tools is None else list(tools)
@@ -68,6 +77,8 @@ def function_tools(
             on_invoke_tool=_invoker(aws, name),
             strict_json_schema=True,
             needs_approval=needs_approval if name in _CHANGING else False,
+            timeout_seconds=timeout_seconds,
+            timeout_error_function=functools.partial(_timed_out, aws),
         )
         for name in names
     ]
@@ -79,6 +90,14 @@ def strict_schema(tool: str) -> dict[str, Any]:
     one nullable (``null`` means "use the default"), no ``default`` keywords. The SDK's
     ``ensure_strict_json_schema`` leaves it unchanged."""
     return strict_input_schema(tool)
+
+
+def _timed_out(aws: AsyncWorkspace, context: RunContextWrapper[Any], error: Exception) -> str:
+    """toolfs's text for a call that outlived the SDK's ``timeout_seconds``."""
+    err = (timed_out(error.tool_name, error.timeout_seconds)
+           if isinstance(error, ToolTimeoutError)  # the SDK passes only timeouts here
+           else fs_error("backend_error", f"{type(error).__name__}: {error}"))
+    return render_output(aws.sync.masked(err), aws.sync.max_output_chars).text
 
 
 def _invoker(aws: AsyncWorkspace, name: str) -> Callable[[ToolContext[Any], str], Awaitable[str]]:

@@ -25,6 +25,7 @@ first.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import Sequence
@@ -36,6 +37,8 @@ from pydantic_ai.toolsets import ToolsetTool
 from pydantic_ai.toolsets.function import FunctionToolsetTool
 
 from toolfs.errors import fs_error
+from toolfs.integrations._timeouts import timed_out
+from toolfs.render import render_output
 from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, input_schema
 from toolfs.workspace import AsyncWorkspace, Workspace
 
@@ -106,13 +109,16 @@ class ToolfsToolset(FunctionToolset[Any]):
 
 
 def toolset(ws: Workspace | AsyncWorkspace, *, tools: Sequence[str] | None = None,
-            id: str | None = None) -> ToolfsToolset:
+            id: str | None = None, timeout: float | None = None) -> ToolfsToolset:
     """The tools (all six, or those ``tools`` names, in that order) as a pydantic-ai
     ``FunctionToolset``.
 
     ``ws`` is one execution context: every tool of the toolset records into, and is
     checked against, its observations. Give each agent its own (``ws.new_context()``).
-    ``id`` is the toolset's id (durable execution needs one).
+    ``id`` is the toolset's id (durable execution needs one). ``timeout`` (seconds)
+    bounds each call: one that outlives it is a failed result with toolfs's text (the
+    change may still be stored; read before changing the file again), not pydantic-ai's
+    own timeout, which is a retry prompt and spends the tool's retry budget.
     """
     aws = ws if isinstance(ws, AsyncWorkspace) else AsyncWorkspace(ws)
     names = list(ARGS_MODELS) if tools is None else list(tools)
@@ -121,7 +127,7 @@ def toolset(ws: Workspace | AsyncWorkspace, *, tools: Sequence[str] | None = Non
         raise fs_error("invalid_arguments", f"unknown tool {str(unknown[0])[:50]!r}; the "
                        "tools are " + ", ".join(ARGS_MODELS))
     return ToolfsToolset(
-        [Tool.from_schema(_Runner(aws, name), name=name, description=DESCRIPTIONS[name],
+        [Tool.from_schema(_Runner(aws, name, timeout), name=name, description=DESCRIPTIONS[name],
                           json_schema=input_schema(name))
          for name in names],
         id=id)
@@ -131,8 +137,8 @@ class _Runner:
     """One toolfs tool as pydantic-ai calls it: keyword arguments in, text out, toolfs's
     errors raised as ``ToolFailed``."""
 
-    def __init__(self, aws: AsyncWorkspace, name: str) -> None:
-        self.aws, self.name = aws, name
+    def __init__(self, aws: AsyncWorkspace, name: str, timeout: float | None) -> None:
+        self.aws, self.name, self.timeout = aws, name, timeout
         self.__name__ = f"toolfs_{name}"
 
     async def __call__(self, /, **arguments: Any) -> str:
@@ -142,7 +148,11 @@ class _Runner:
         # words every problem as for the other adapters. It never raises.
         unparsed = arguments.get(_UNPARSED)
         given = unparsed.raw if isinstance(unparsed, _Unparsed) else arguments
-        output = await self.aws.execute(self.name, given)
+        try:
+            output = await asyncio.wait_for(self.aws.execute(self.name, given), self.timeout)
+        except TimeoutError:
+            err = self.aws.sync.masked(timed_out(self.name, self.timeout or 0))
+            raise ToolFailed(render_output(err, self.aws.sync.max_output_chars).text) from None
         if output.is_error:
             raise ToolFailed(output.text)
         return output.text
