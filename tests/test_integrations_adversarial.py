@@ -249,6 +249,8 @@ def test_a_subagent_and_its_parent_never_lose_an_update(backend: Backend) -> Non
         ("parent", "success", "Updated file /notes.txt"),
     ]
     assert backend.get("notes.txt") == b"ALPHA\nbeta\nparent\n"
+    # the subagent's own context, whose events are in the backend's audit log too
+    assert len({e.context_id for e in da.workspace.audit.events}) == 2
 
 
 def test_parallel_subagents_on_one_file_lose_no_reported_success() -> None:
@@ -550,3 +552,45 @@ def test_pydantic_ai_timeout_is_a_failed_result_not_a_retry(tmp_path: Any) -> No
               if isinstance(p, ToolReturnPart) and p.outcome == "failed"]
     assert failed and failed[0].content == TIMED_OUT
     _released(ws, held, tmp_path)
+
+
+def test_conversations_of_one_deep_agent_are_separate_contexts() -> None:
+    """A server compiles one deep agent and runs many conversations (threads) at once
+    over one backend: two that read the same file and then each write their version
+    must not both succeed (one is refused ``stale``), and each conversation keeps its
+    own observations across its turns."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    ws = fresh("da-threads")
+    ws.write("plan.txt", "v1\n")
+    both_read = threading.Barrier(2, timeout=30)
+    outcomes: dict[str, str] = {}
+
+    def turn(messages: list[BaseMessage]) -> AIMessage:
+        who = next(str(m.content) for m in messages if isinstance(m, HumanMessage))
+        answers = _tool_messages(messages)
+        if not answers:
+            return _call("read_file", f"r-{who}", file_path="/plan.txt")
+        if len(answers) == 1:
+            both_read.wait()  # both conversations have read v1
+            return _call("write_file", f"w-{who}", file_path="/plan.txt",
+                         content=f"v2 by {who}\n")
+        outcomes[who] = answers[-1].status
+        return AIMessage("ok")
+
+    graph = create_deep_agent(model=ScriptedChatModel(turn=turn),
+                              backend=ToolfsBackend(ws.new_context()),
+                              checkpointer=InMemorySaver())
+
+    def converse(who: str) -> None:
+        graph.invoke({"messages": [{"role": "user", "content": who}]},
+                     {"configurable": {"thread_id": who}, "recursion_limit": 50})
+
+    threads = [threading.Thread(target=converse, args=(who,)) for who in ("ann", "bob")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(outcomes.values()) == ["error", "success"], outcomes
+    (winner,) = [who for who, status in outcomes.items() if status == "success"]
+    assert ws.fs.cat_file("plan.txt") == f"v2 by {winner}\n".encode()

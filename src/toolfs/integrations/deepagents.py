@@ -44,9 +44,10 @@ Where Deep Agents' conventions and toolfs's guarantees pull apart, the guarantee
   if another agent, a subagent, a parallel call or a person changed the file since, the
   result is ``stale`` and nothing is written. Deep Agents' own backends write last-wins;
   its middleware only refuses two mutations of one path in the same model turn.
-* A subagent (Deep Agents' ``task`` tool, which hands it the parent's backend) runs in
-  its own execution context, one per ``task`` call: it reads before it changes a file,
-  and a parent's update based on a read from before the subagent's change is ``stale``.
+* Each conversation (LangGraph ``thread_id``) and each subagent run (Deep Agents'
+  ``task`` tool, which hands it the parent's backend) has its own execution context: a
+  subagent reads before it changes a file, and an update based on a read from before
+  another conversation's or a subagent's change is ``stale``.
 * ``delete`` removes one file, on the same condition as an edit; a directory is refused
   (Deep Agents deletes directories recursively, which cannot be made conditional on
   what this context read).
@@ -116,10 +117,11 @@ __all__ = ["ToolfsBackend"]
 
 T = TypeVar("T")
 
-# Subagent contexts kept at once; the least recently used beyond this is dropped (a
-# subagent run that is long over). A dropped one that calls again starts afresh: its
-# updates are refused `not_observed` until it reads again, never stored blind.
-_MAX_SUBAGENT_CONTEXTS = 256
+# Conversation and subagent contexts kept at once; the least recently used beyond this
+# is dropped (a conversation or subagent run long over). A dropped one that calls again
+# starts afresh: its updates are refused `not_observed` until it reads again, never
+# stored blind.
+_MAX_AGENT_CONTEXTS = 1024
 
 # RE2 metacharacters; escaping exactly these turns a literal into a pattern that matches
 # only itself (RE2 accepts a backslash before any punctuation).
@@ -173,12 +175,15 @@ class ToolfsBackend(BackendProtocol):
     (``ToolfsBackend(ws.new_context())``). See the module docstring for how Deep Agents'
     conventions map onto toolfs.
 
-    Subagents: Deep Agents gives its subagents (the ``task`` tool) the parent's backend
-    object. Each subagent run gets its own execution context here (a
-    ``ws.new_context()``, told apart by the LangGraph namespace of the ``task`` call),
-    so a subagent must read a file before changing it, and a parent's update based on
-    what it read before the subagent changed the file is refused ``stale`` instead of
-    storing over the subagent's change. ``workspace`` is the parent's (top-level) context.
+    Conversations and subagents: one compiled agent serves many conversations (LangGraph
+    ``thread_id`` s), and Deep Agents gives its subagents (the ``task`` tool) the
+    parent's backend object. Each conversation, and each subagent run within one, gets
+    its own execution context here (a ``ws.new_context()``, told apart by the ``thread_id``
+    and the LangGraph namespace of the ``task`` call; its events also go to
+    ``workspace.audit``). So a subagent reads a file before changing it, and an update
+    based on a read from before another conversation or a subagent changed the file is
+    refused ``stale`` instead of storing over that change. ``workspace`` is the context
+    of runs without a ``thread_id`` and of direct calls.
     """
 
     def __init__(self, ws: Workspace | AsyncWorkspace) -> None:
@@ -190,8 +195,8 @@ class ToolfsBackend(BackendProtocol):
         else:
             raise TypeError(f"ToolfsBackend takes a toolfs Workspace or AsyncWorkspace, "
                             f"not {type(ws).__name__}")
-        self._subagents: OrderedDict[str, Workspace] = OrderedDict()
-        self._subagents_lock = threading.Lock()
+        self._contexts: OrderedDict[tuple[str, str], Workspace] = OrderedDict()
+        self._contexts_lock = threading.Lock()
         self._pinned = threading.local()  # the calling agent's context, in a worker
 
     # -- plumbing -------------------------------------------------------------------
@@ -201,19 +206,20 @@ class ToolfsBackend(BackendProtocol):
         return self.workspace.fs
 
     def _agent_workspace(self) -> Workspace:
-        """The execution context of the agent making this call: the parent's, or the
-        subagent run's own (made on its first call)."""
-        key = _subagent_key()
+        """The execution context of the agent making this call: the backend's own, or
+        that of the conversation or subagent run (made on its first call)."""
+        key = _agent_key()
         if key is None:
             return self.workspace
-        with self._subagents_lock:
-            ws = self._subagents.get(key)
+        with self._contexts_lock:
+            ws = self._contexts.get(key)
             if ws is None:
-                ws = self._subagents[key] = self.workspace.new_context()
-                while len(self._subagents) > _MAX_SUBAGENT_CONTEXTS:
-                    self._subagents.popitem(last=False)
+                ws = self._contexts[key] = self.workspace.new_context()
+                ws.subscribe(self.workspace.audit)  # one audit log for the whole agent
+                while len(self._contexts) > _MAX_AGENT_CONTEXTS:
+                    self._contexts.popitem(last=False)
             else:
-                self._subagents.move_to_end(key)
+                self._contexts.move_to_end(key)
             return ws
 
     @property
@@ -578,25 +584,30 @@ class ToolfsBackend(BackendProtocol):
         return f"ToolfsBackend({self.workspace!r})"
 
 
-def _subagent_key() -> str | None:
-    """The key of the subagent run making this call, or ``None`` for the top-level agent
-    (or a call outside a LangGraph run).
+def _agent_key() -> tuple[str, str] | None:
+    """Which agent is making this call: ``(conversation, subagent run)``, or ``None``
+    for the backend's own context (a run with no ``thread_id`` and not in a subagent,
+    or a call outside a LangGraph run).
 
-    Deep Agents runs a subagent inside the parent's ``task`` tool call with
-    ``ls_agent_type="subagent"`` in its config; LangGraph's checkpoint namespace of a
-    call in it is ``<parent's task call>|<the subagent's own step>``, so the namespace
-    without its last segment names that subagent run, the same for all its steps and
-    different for every ``task`` call (parallel ones included)."""
+    The conversation is LangGraph's ``thread_id``: a server runs many conversations of
+    one compiled agent at once, each its own agent. Deep Agents runs a subagent inside
+    the parent's ``task`` tool call with ``ls_agent_type="subagent"`` in its config;
+    LangGraph's checkpoint namespace of a call in it is ``<parent's task call>|<the
+    subagent's own step>``, so the namespace without its last segment names that
+    subagent run, the same for all its steps and different for every ``task`` call
+    (parallel ones included)."""
     try:
         config = get_config()
     except RuntimeError:  # not inside a LangGraph run: a direct call
         return None
     configurable = config.get("configurable") or {}
-    if configurable.get("ls_agent_type") != "subagent":
+    thread = configurable.get("thread_id")
+    run = ""
+    if configurable.get("ls_agent_type") == "subagent":
+        run = str(configurable.get("checkpoint_ns") or "").rpartition("|")[0]
+    if thread is None and not run:
         return None
-    namespace = str(configurable.get("checkpoint_ns") or "")
-    run, _, _ = namespace.rpartition("|")
-    return run or None
+    return ("" if thread is None else str(thread), run)
 
 
 def _put(fs: PolicyFileSystem, *, rel: str, data: bytes) -> None:
