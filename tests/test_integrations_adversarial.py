@@ -26,7 +26,13 @@ from deepagents import create_deep_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic_ai import Agent as PydanticAgent
-from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import (
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import FunctionModel
 
 import toolfs
@@ -594,3 +600,103 @@ def test_conversations_of_one_deep_agent_are_separate_contexts() -> None:
     assert sorted(outcomes.values()) == ["error", "success"], outcomes
     (winner,) = [who for who, status in outcomes.items() if status == "success"]
     assert ws.fs.cat_file("plan.txt") == f"v2 by {winner}\n".encode()
+
+
+def test_conversations_of_one_pydantic_ai_agent_are_separate_contexts() -> None:
+    """One ``Agent`` with one toolset serves two conversations at once: both read the
+    file, then each writes its version; one write is refused ``stale``. A conversation
+    continued with its message history keeps what it read."""
+    ws = fresh("pa-conversations")
+    ws.write("plan.txt", "v1\n")
+    read_count = 0
+    gate = asyncio.Event()
+
+    async def model(messages: list[Any], info: Any) -> ModelResponse:
+        nonlocal read_count
+        prompts = [p.content for m in messages for p in m.parts
+                   if isinstance(p, UserPromptPart)]
+        who = str(prompts[0])
+        returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        if prompts[-1] == "again":
+            if len(returns) == 1:  # the history's read; now this run's edit
+                return ModelResponse(parts=[ToolCallPart("edit", {
+                    "file_path": "plan.txt", "old_string": "v2", "new_string": "v3"})])
+            return ModelResponse(parts=[TextPart(returns[-1].outcome)])
+        if not returns:
+            return ModelResponse(parts=[ToolCallPart("read", {"file_path": "plan.txt"})])
+        if len(returns) == 1:
+            read_count += 1
+            if read_count == 2:
+                gate.set()
+            await gate.wait()  # both conversations have read v1
+            return ModelResponse(parts=[ToolCallPart("write", {
+                "file_path": "plan.txt", "content": f"v2 by {who}\n"})])
+        return ModelResponse(parts=[TextPart(returns[-1].outcome)])
+
+    agent = PydanticAgent(FunctionModel(model), toolsets=[toolset(ws.new_context())])
+
+    async def both() -> list[Any]:
+        return list(await asyncio.gather(agent.run("ann"), agent.run("bob")))
+
+    ann, bob = asyncio.run(both())
+    assert sorted([ann.output, bob.output]) == ["failed", "success"]
+    winner = ann if ann.output == "success" else bob
+    who = "ann" if winner is ann else "bob"
+    assert ws.fs.cat_file("plan.txt") == f"v2 by {who}\n".encode()
+    # The winner's conversation, continued: the file is as it read (wrote) it.
+    history = winner.all_messages()[:3]  # its request, its read call, the read's result
+    later = agent.run_sync("again", message_history=history)
+    assert later.output == "success", later.all_messages()
+    assert ws.fs.cat_file("plan.txt") == f"v3 by {who}\n".encode()
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["invoke", "ainvoke"])
+def test_conversations_of_one_langchain_agent_are_separate_contexts(use_async: bool) -> None:
+    """LangChain's ``create_agent`` compiled once with the tools serves two
+    conversations (threads) at once: both read, then each writes; one is refused
+    ``stale``. A conversation's next turn keeps what it read."""
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    ws = fresh("lc-threads")
+    ws.write("plan.txt", "v1\n")
+    both_read = threading.Barrier(2, timeout=30)
+    outcomes: dict[str, str] = {}
+
+    def turn(messages: list[BaseMessage]) -> AIMessage:
+        asks = [str(m.content) for m in messages if isinstance(m, HumanMessage)]
+        who, answers = asks[0], _tool_messages(messages)
+        if asks[-1] == "again":  # the next turn of a conversation: edit what it wrote
+            if len(answers) == 2:
+                return _call("edit", f"e-{who}", file_path="plan.txt", old_string="v2",
+                             new_string="v3")
+            return AIMessage(answers[-1].status)
+        if not answers:
+            return _call("read", f"r-{who}", file_path="plan.txt")
+        if len(answers) == 1:
+            both_read.wait()
+            return _call("write", f"w-{who}", file_path="plan.txt", content=f"v2 by {who}\n")
+        outcomes[who] = answers[-1].status
+        return AIMessage(answers[-1].status)
+
+    agent = create_agent(ScriptedChatModel(turn=turn), tools=lc.tools(ws.new_context()),
+                         checkpointer=InMemorySaver())
+
+    def converse(who: str, text: str) -> Any:
+        request = {"messages": [{"role": "user", "content": text}]}
+        config = {"configurable": {"thread_id": who}}
+        if use_async:
+            return asyncio.run(agent.ainvoke(request, config))
+        return agent.invoke(request, config)
+
+    threads = [threading.Thread(target=converse, args=(w, w)) for w in ("ann", "bob")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(outcomes.values()) == ["error", "success"], outcomes
+    (winner,) = [who for who, status in outcomes.items() if status == "success"]
+    assert ws.fs.cat_file("plan.txt") == f"v2 by {winner}\n".encode()
+    later = converse(winner, "again")
+    assert later["messages"][-1].content == "success"
+    assert ws.fs.cat_file("plan.txt") == f"v3 by {winner}\n".encode()

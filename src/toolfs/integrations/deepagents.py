@@ -78,7 +78,6 @@ import functools
 import heapq
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -101,13 +100,14 @@ try:
         WriteResult,
     )
     from deepagents.backends.utils import InvalidGlobPatternError, compile_grep_include_glob
-    from langgraph.config import get_config
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("toolfs.integrations.deepagents needs Deep Agents: "
                       "pip install 'toolfs[deepagents]'") from exc
 
 from toolfs import tools as _tools
 from toolfs.errors import FsError, fs_error
+from toolfs.integrations._contexts import AgentContexts
+from toolfs.integrations._langgraph import agent_key
 from toolfs.policy.filesystem import Found, ObservedFile, PolicyFileSystem
 from toolfs.render import render_error
 from toolfs.text import decode, split_lines
@@ -117,11 +117,6 @@ __all__ = ["ToolfsBackend"]
 
 T = TypeVar("T")
 
-# Conversation and subagent contexts kept at once; the least recently used beyond this
-# is dropped (a conversation or subagent run long over). A dropped one that calls again
-# starts afresh: its updates are refused `not_observed` until it reads again, never
-# stored blind.
-_MAX_AGENT_CONTEXTS = 1024
 
 # RE2 metacharacters; escaping exactly these turns a literal into a pattern that matches
 # only itself (RE2 accepts a backslash before any punctuation).
@@ -180,10 +175,11 @@ class ToolfsBackend(BackendProtocol):
     parent's backend object. Each conversation, and each subagent run within one, gets
     its own execution context here (a ``ws.new_context()``, told apart by the ``thread_id``
     and the LangGraph namespace of the ``task`` call; its events also go to
-    ``workspace.audit``). So a subagent reads a file before changing it, and an update
-    based on a read from before another conversation or a subagent changed the file is
-    refused ``stale`` instead of storing over that change. ``workspace`` is the context
-    of runs without a ``thread_id`` and of direct calls.
+    ``workspace``'s subscribers, its audit log and hooks included). So a subagent reads a
+    file before changing it, and an update based on a read from before another
+    conversation or a subagent changed the file is refused ``stale`` instead of storing
+    over that change. ``workspace`` is the context of runs without a ``thread_id`` and of
+    direct calls.
     """
 
     def __init__(self, ws: Workspace | AsyncWorkspace) -> None:
@@ -195,8 +191,7 @@ class ToolfsBackend(BackendProtocol):
         else:
             raise TypeError(f"ToolfsBackend takes a toolfs Workspace or AsyncWorkspace, "
                             f"not {type(ws).__name__}")
-        self._contexts: OrderedDict[tuple[str, str], Workspace] = OrderedDict()
-        self._contexts_lock = threading.Lock()
+        self._contexts = AgentContexts(self.workspace)
         self._pinned = threading.local()  # the calling agent's context, in a worker
 
     # -- plumbing -------------------------------------------------------------------
@@ -208,19 +203,8 @@ class ToolfsBackend(BackendProtocol):
     def _agent_workspace(self) -> Workspace:
         """The execution context of the agent making this call: the backend's own, or
         that of the conversation or subagent run (made on its first call)."""
-        key = _agent_key()
-        if key is None:
-            return self.workspace
-        with self._contexts_lock:
-            ws = self._contexts.get(key)
-            if ws is None:
-                ws = self._contexts[key] = self.workspace.new_context()
-                ws.subscribe(self.workspace.audit)  # one audit log for the whole agent
-                while len(self._contexts) > _MAX_AGENT_CONTEXTS:
-                    self._contexts.popitem(last=False)
-            else:
-                self._contexts.move_to_end(key)
-            return ws
+        key = agent_key()
+        return self.workspace if key is None else self._contexts.get(key)
 
     @property
     def _ws(self) -> Workspace:
@@ -254,7 +238,7 @@ class ToolfsBackend(BackendProtocol):
         """``fn(*args)`` on a worker thread, in the calling agent's context; a failure
         to run it at all (a closed worker pool) is ``failed(text)``, never an exception
         into Deep Agents' tool node (``prefixed`` as for :meth:`_text`)."""
-        ws = self._agent_workspace()  # here: LangGraph's config is a context variable
+        ws = self._agent_workspace()  # here, where LangChain's config context is set
 
         def pinned() -> T:
             self._pinned.ws = ws
@@ -582,32 +566,6 @@ class ToolfsBackend(BackendProtocol):
 
     def __repr__(self) -> str:
         return f"ToolfsBackend({self.workspace!r})"
-
-
-def _agent_key() -> tuple[str, str] | None:
-    """Which agent is making this call: ``(conversation, subagent run)``, or ``None``
-    for the backend's own context (a run with no ``thread_id`` and not in a subagent,
-    or a call outside a LangGraph run).
-
-    The conversation is LangGraph's ``thread_id``: a server runs many conversations of
-    one compiled agent at once, each its own agent. Deep Agents runs a subagent inside
-    the parent's ``task`` tool call with ``ls_agent_type="subagent"`` in its config;
-    LangGraph's checkpoint namespace of a call in it is ``<parent's task call>|<the
-    subagent's own step>``, so the namespace without its last segment names that
-    subagent run, the same for all its steps and different for every ``task`` call
-    (parallel ones included)."""
-    try:
-        config = get_config()
-    except RuntimeError:  # not inside a LangGraph run: a direct call
-        return None
-    configurable = config.get("configurable") or {}
-    thread = configurable.get("thread_id")
-    run = ""
-    if configurable.get("ls_agent_type") == "subagent":
-        run = str(configurable.get("checkpoint_ns") or "").rpartition("|")[0]
-    if thread is None and not run:
-        return None
-    return ("" if thread is None else str(thread), run)
 
 
 def _put(fs: PolicyFileSystem, *, rel: str, data: bytes) -> None:

@@ -1,7 +1,7 @@
 """The six tools as LangChain ``StructuredTool`` objects (extra ``langchain``).
 
 ``tools(ws)`` gives ``read``, ``write``, ``edit``, ``glob``, ``grep`` and ``ls`` over one
-workspace (one execution context), each with a sync ``func`` and an async ``coroutine``
+workspace (one execution context per conversation: see :func:`tools`), each with a sync ``func`` and an async ``coroutine``
 (the coroutine runs on :class:`toolfs.AsyncWorkspace`, so an agent's event loop is never
 blocked by storage I/O)::
 
@@ -29,7 +29,6 @@ blocked by storage I/O)::
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -40,6 +39,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
                       "pip install 'toolfs[langchain]'") from exc
 
 from toolfs.errors import fs_error
+from toolfs.integrations._contexts import AgentContexts
+from toolfs.integrations._langgraph import agent_key
 from toolfs.render import ToolOutput
 from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, input_schema
 from toolfs.workspace import AsyncWorkspace, Workspace
@@ -53,17 +54,22 @@ def tools(ws: Workspace | AsyncWorkspace,
     """The toolfs tools (all six, or those ``tools`` names, in that order; ``names`` is
     the same, positionally) as LangChain ``StructuredTool`` objects over ``ws``.
 
-    All tools share ``ws``'s execution context: what ``read`` observed is what ``edit``
-    and ``write`` are conditional on. Give each agent its own context
-    (``ws.new_context()``). Sync calls run on the :class:`~toolfs.Workspace`, async calls
-    on an :class:`~toolfs.AsyncWorkspace` over the same context (``ws`` itself when it is
-    one; its worker threads otherwise). An unknown name is ``invalid_arguments`` (a
-    ``ValueError``), as in the other adapters.
+    Each conversation is one execution context: what ``read`` observed in it is what
+    ``edit`` and ``write`` are conditional on. Run by LangGraph (``create_agent``, a
+    ``ToolNode``, a Deep Agents subagent's tools), each ``thread_id``, and each Deep
+    Agents subagent run, gets its own ``ws.new_context()`` on its first call (its events
+    also go to ``ws``'s subscribers), so one compiled agent serving many conversations
+    at once never stores one's update over another's change (it is ``stale``). Calls
+    without a ``thread_id`` share ``ws``'s own context: give each agent you build its
+    own (``ws.new_context()``). Sync calls run on the :class:`~toolfs.Workspace`, async
+    calls on an :class:`~toolfs.AsyncWorkspace` over the same context (``ws`` itself
+    when it is one; worker threads made on the first async call otherwise). An unknown
+    name is ``invalid_arguments`` (a ``ValueError``), as in the other adapters.
     """
     if isinstance(ws, AsyncWorkspace):
-        sync_ws, async_ws = ws.sync, ws
+        root = ws
     elif isinstance(ws, Workspace):
-        sync_ws, async_ws = ws, None
+        root = AsyncWorkspace(ws)  # its worker threads start with the first async call
     else:
         raise TypeError(f"tools() takes a toolfs Workspace or AsyncWorkspace, not "
                         f"{type(ws).__name__}")
@@ -75,18 +81,15 @@ def tools(ws: Workspace | AsyncWorkspace,
     if unknown:
         raise fs_error("invalid_arguments", f"unknown tool {str(unknown[0])[:50]!r}; the "
                        "tools are " + ", ".join(ARGS_MODELS))
-    lock = threading.Lock()
+    contexts = AgentContexts(root)
 
-    def shared_async() -> AsyncWorkspace:
-        """The AsyncWorkspace of the async calls, made on the first one (sync-only users
-        get no worker threads)."""
-        nonlocal async_ws
-        with lock:
-            if async_ws is None:
-                async_ws = AsyncWorkspace(sync_ws)
-            return async_ws
+    def context() -> AsyncWorkspace:
+        """The context of the conversation making this call (LangChain's config is a
+        context variable, set in the caller: the coroutine, or a sync tool's thread)."""
+        key = agent_key()
+        return root if key is None else contexts.get(key)
 
-    return [_tool(name, sync_ws, shared_async) for name in wanted]
+    return [_tool(name, context) for name in wanted]
 
 
 def _answer(output: ToolOutput) -> tuple[str, dict[str, Any]]:
@@ -116,17 +119,16 @@ class _WorkspaceTool(StructuredTool):
         return await self.coroutine(*args, **arguments)
 
 
-def _tool(name: str, sync_ws: Workspace, async_ws: Callable[[], AsyncWorkspace]
-          ) -> StructuredTool:
+def _tool(name: str, context: Callable[[], AsyncWorkspace]) -> StructuredTool:
     # The arguments arrive exactly as the model sent them (a dict schema is not validated
     # by LangChain), and execute validates them against the pinned model.
     def run(**arguments: Any) -> tuple[str, dict[str, Any]]:
-        return _answer(sync_ws.execute(name, arguments))
+        return _answer(context().sync.execute(name, arguments))
 
     async def arun(**arguments: Any) -> tuple[str, dict[str, Any]]:
         # AsyncWorkspace.execute never raises (a closed worker pool is a backend_error
         # result), so nothing but toolfs's text reaches LangChain.
-        return _answer(await async_ws().execute(name, arguments))
+        return _answer(await context().execute(name, arguments))
 
     coroutine: Callable[..., Coroutine[Any, Any, tuple[str, dict[str, Any]]]] = arun
     return _WorkspaceTool(
