@@ -700,3 +700,65 @@ def test_conversations_of_one_langchain_agent_are_separate_contexts(use_async: b
     later = converse(winner, "again")
     assert later["messages"][-1].content == "success"
     assert ws.fs.cat_file("plan.txt") == f"v3 by {winner}\n".encode()
+
+
+def _two_sdk_conversations(ws: toolfs.Workspace,
+                           agent_for: Callable[[str], tuple[Any, Any]]) -> dict[str, str]:
+    """Two Agents SDK runs at once that both read plan.txt, then each write it: the first
+    line of each write's output, by conversation."""
+    from agents.testing import ModelStep
+
+    gate, reads = asyncio.Event(), []
+
+    def model(who: str) -> Any:
+        async def after_read(_call: Any) -> Any:
+            reads.append(who)
+            if len(reads) == 2:
+                gate.set()
+            await gate.wait()  # both conversations have read v1
+            return [function_call("write", {"file_path": "plan.txt",
+                                            "content": f"v2 by {who}\n"}, call_id=f"w-{who}")]
+
+        return ScriptedModel([
+            [function_call("read", {"file_path": "plan.txt"}, call_id=f"r-{who}")],
+            ModelStep.respond(after_read), [assistant_message("done")]])
+
+    async def both() -> list[Any]:
+        runs = []
+        for who in ("ann", "bob"):
+            agent, context = agent_for(who)
+            runs.append(Runner.run(agent.clone(model=model(who)), who, context=context,
+                                   run_config=NO_TRACING))
+        return list(await asyncio.gather(*runs))
+
+    outcome = {}
+    for who, result in zip(("ann", "bob"), asyncio.run(both()), strict=True):
+        outputs = [str(i.output) for i in result.new_items if isinstance(i, ToolCallOutputItem)]
+        outcome[who] = outputs[-1].split("\n")[0].split(":")[0].split(" (")[0]
+    return outcome
+
+
+def _one_write_won(ws: toolfs.Workspace, outcome: dict[str, str]) -> None:
+    assert sorted(outcome.values()) == ["Error [stale]", "Updated plan.txt"], outcome
+    (winner,) = [who for who, text in outcome.items() if text == "Updated plan.txt"]
+    assert ws.fs.cat_file("plan.txt") == f"v2 by {winner}\n".encode()
+
+
+def test_agents_sdk_conversation_key_gives_each_its_own_context() -> None:
+    """``function_tools(ws, conversation=...)`` names a run's conversation from its
+    context: one ``Agent`` serves two at once and one write is refused ``stale``."""
+    ws = fresh("oa-conversation-key")
+    ws.write("plan.txt", "v1\n")
+    shared = Agent(name="a", tools=function_tools(
+        ws.new_context(), conversation=lambda run: run.context["conversation"]))
+    _one_write_won(ws, _two_sdk_conversations(
+        ws, lambda who: (shared, {"conversation": who})))
+
+
+def test_agents_sdk_tools_per_conversation_by_clone() -> None:
+    """The documented alternative: an agent clone with its own tools per conversation."""
+    ws = fresh("oa-clone")
+    ws.write("plan.txt", "v1\n")
+    base = Agent(name="a")
+    _one_write_won(ws, _two_sdk_conversations(
+        ws, lambda who: (base.clone(tools=function_tools(ws.new_context())), None)))

@@ -1,9 +1,9 @@
 """The six tools as LangChain ``StructuredTool`` objects (extra ``langchain``).
 
 ``tools(ws)`` gives ``read``, ``write``, ``edit``, ``glob``, ``grep`` and ``ls`` over one
-workspace (one execution context per conversation: see :func:`tools`), each with a sync ``func`` and an async ``coroutine``
-(the coroutine runs on :class:`toolfs.AsyncWorkspace`, so an agent's event loop is never
-blocked by storage I/O)::
+workspace (one execution context per conversation: see :func:`tools`), each with a sync
+``func`` and an async ``coroutine`` (the coroutine runs on :class:`toolfs.AsyncWorkspace`,
+so an agent's event loop is never blocked by storage I/O)::
 
     from toolfs.integrations.langchain import tools
     agent_tools = tools(toolfs.Workspace("s3://bucket/repo"))
