@@ -762,3 +762,41 @@ def test_agents_sdk_tools_per_conversation_by_clone() -> None:
     base = Agent(name="a")
     _one_write_won(ws, _two_sdk_conversations(
         ws, lambda who: (base.clone(tools=function_tools(ws.new_context())), None)))
+
+
+def test_a_conversation_context_that_cannot_be_made_is_an_error_result(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    ws = fresh("unmade")
+    ws.write("a.txt", "hi\n")
+    tools_lc, pa_toolset = lc.tools(ws), toolset(ws)
+    backend = ToolfsBackend(toolfs.AsyncWorkspace(ws))
+
+    def refuse(self: Any, **overrides: Any) -> Any:
+        raise toolfs.errors.fs_error("backend_error", "cannot open the store")
+
+    monkeypatch.setattr(toolfs.Workspace, "new_context", refuse)
+    text = "Error [backend_error]: cannot open the store\nThe storage backend failed; " \
+           "retrying later may help."
+    (read,) = [t for t in tools_lc if t.name == "read"]
+    message = read.invoke({"type": "tool_call", "id": "c1", "name": "read",
+                           "args": {"file_path": "a.txt"}},
+                          {"configurable": {"thread_id": "t1"}})
+    assert (message.status, message.content) == ("error", text)
+    assert via_pydantic_ai_with(pa_toolset, "read", {"file_path": "a.txt"}) == text
+
+    async def in_a_thread() -> Any:
+        var_child_runnable_config.set({"configurable": {"thread_id": "t1"}})
+        return await backend.aread("/a.txt")
+
+    assert asyncio.run(in_a_thread()).error == text.removeprefix("Error ")
+
+
+def via_pydantic_ai_with(ts: Any, tool: str, args: dict[str, Any]) -> str:
+    turns = [[ToolCallPart(tool, args)], [TextPart("done")]]
+    agent = PydanticAgent(FunctionModel(lambda m, i: ModelResponse(parts=turns.pop(0))),
+                          toolsets=[ts])
+    (out,) = [p.content for m in agent.run_sync("go").all_messages() for p in m.parts
+              if isinstance(p, ToolReturnPart)]
+    return str(out)

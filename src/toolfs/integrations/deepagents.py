@@ -238,7 +238,10 @@ class ToolfsBackend(BackendProtocol):
         """``fn(*args)`` on a worker thread, in the calling agent's context; a failure
         to run it at all (a closed worker pool) is ``failed(text)``, never an exception
         into Deep Agents' tool node (``prefixed`` as for :meth:`_text`)."""
-        ws = self._agent_workspace()  # here, where LangChain's config context is set
+        try:
+            ws = self._agent_workspace()  # here, where LangChain's config context is set
+        except FsError as unmade:
+            return failed(self._text(self.workspace.masked(unmade), prefixed=prefixed))
 
         def pinned() -> T:
             self._pinned.ws = ws

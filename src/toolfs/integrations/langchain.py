@@ -38,10 +38,10 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("toolfs.integrations.langchain needs LangChain: "
                       "pip install 'toolfs[langchain]'") from exc
 
-from toolfs.errors import fs_error
+from toolfs.errors import FsError, fs_error
 from toolfs.integrations._contexts import AgentContexts
 from toolfs.integrations._langgraph import agent_key
-from toolfs.render import ToolOutput
+from toolfs.render import ToolOutput, render_error
 from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, input_schema
 from toolfs.workspace import AsyncWorkspace, Workspace
 
@@ -119,16 +119,24 @@ class _WorkspaceTool(StructuredTool):
         return await self.coroutine(*args, **arguments)
 
 
+def _of(context: Callable[[], AsyncWorkspace]) -> AsyncWorkspace:
+    """The calling conversation's context; one that cannot be made is a tool error."""
+    try:
+        return context()
+    except FsError as err:
+        raise ToolException(render_error(err)) from err
+
+
 def _tool(name: str, context: Callable[[], AsyncWorkspace]) -> StructuredTool:
     # The arguments arrive exactly as the model sent them (a dict schema is not validated
     # by LangChain), and execute validates them against the pinned model.
     def run(**arguments: Any) -> tuple[str, dict[str, Any]]:
-        return _answer(context().sync.execute(name, arguments))
+        return _answer(_of(context).sync.execute(name, arguments))
 
     async def arun(**arguments: Any) -> tuple[str, dict[str, Any]]:
         # AsyncWorkspace.execute never raises (a closed worker pool is a backend_error
         # result), so nothing but toolfs's text reaches LangChain.
-        return _answer(await context().execute(name, arguments))
+        return _answer(await _of(context).execute(name, arguments))
 
     coroutine: Callable[..., Coroutine[Any, Any, tuple[str, dict[str, Any]]]] = arun
     return _WorkspaceTool(

@@ -36,7 +36,7 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import ToolsetTool
 from pydantic_ai.toolsets.function import FunctionToolsetTool
 
-from toolfs.errors import fs_error
+from toolfs.errors import FsError, fs_error
 from toolfs.integrations._contexts import AgentContexts
 from toolfs.integrations._timeouts import timed_out
 from toolfs.render import render_output
@@ -168,7 +168,12 @@ class _Runner:
         # words every problem as for the other adapters. It never raises.
         unparsed = arguments.get(_UNPARSED)
         given = unparsed.raw if isinstance(unparsed, _Unparsed) else arguments
-        aws = self.conversations.of(ctx)
+        try:
+            aws = self.conversations.of(ctx)
+        except FsError as unmade:  # a context that cannot be made: a failed result
+            root = self.conversations.root.sync
+            raise ToolFailed(render_output(root.masked(unmade), root.max_output_chars).text
+                             ) from None
         try:
             output = await asyncio.wait_for(aws.execute(self.name, given), self.timeout)
         except TimeoutError:
