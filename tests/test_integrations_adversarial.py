@@ -23,6 +23,7 @@ from agents import Agent, RunConfig, Runner
 from agents.items import ToolCallOutputItem
 from agents.testing import ScriptedModel, assistant_message, function_call
 from deepagents import create_deep_agent
+from fsspec.implementations.memory import MemoryFileSystem
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic_ai import Agent as PydanticAgent
@@ -800,3 +801,45 @@ def via_pydantic_ai_with(ts: Any, tool: str, args: dict[str, Any]) -> str:
     (out,) = [p.content for m in agent.run_sync("go").all_messages() for p in m.parts
               if isinstance(p, ToolReturnPart)]
     return str(out)
+
+
+# -- credentials never reach the model, from any context -------------------------------------
+
+SECRET = "AKIA-very-secret-0123456789"
+
+
+class _LeakyMemory(MemoryFileSystem):  # type: ignore[misc]
+    """A memory filesystem with credentials that quotes them when a write fails."""
+
+    protocol = "toolfsleakymemory"
+    cachable = False
+
+    def pipe_file(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        if "boom" in path:
+            raise PermissionError(f"signature mismatch for key {SECRET} on {path}")
+        return super().pipe_file(path, *args, **kwargs)
+
+    def _open(self, path: str, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:
+        if "boom" in path and "w" in mode:
+            raise PermissionError(f"signature mismatch for key {SECRET} on {path}")
+        return super()._open(path, mode, *args, **kwargs)
+
+
+def test_backend_errors_never_show_credentials_in_any_adapter_or_context() -> None:
+    fs = _LeakyMemory(key=SECRET)
+    ws = toolfs.Workspace(fs, root=f"/leaky-{uuid.uuid4().hex[:8]}")
+    args = {"file_path": "boom.txt", "content": "x"}
+    assert SECRET not in ws.execute("write", args).text  # the workspace itself masks
+
+    texts = [via_agents_sdk(ws, "write", args), via_pydantic_ai(ws, "write", args)]
+    (write,) = lc.tools(ws, ["write"])
+    message = write.invoke({"type": "tool_call", "id": "c1", "name": "write", "args": args},
+                           {"configurable": {"thread_id": "t1"}})
+    texts.append(str(message.content))
+    oa = function_tools(ws, tools=["write"], conversation=lambda run: "c1")[0]
+    texts.append(asyncio.run(oa.on_invoke_tool(None, '{"file_path": "boom.txt", '  # type: ignore[arg-type]
+                                                     '"content": "x"}')))
+    texts.append(str(ToolfsBackend(ws).write("/boom.txt", "x").error))
+    for text in texts:
+        assert text.startswith("Error [backend_error]") and "***" in text, text
+        assert SECRET not in text
