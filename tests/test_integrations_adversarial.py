@@ -843,3 +843,32 @@ def test_backend_errors_never_show_credentials_in_any_adapter_or_context() -> No
     for text in texts:
         assert text.startswith("Error [backend_error]") and "***" in text, text
         assert SECRET not in text
+
+
+# -- the README's integrations table ---------------------------------------------------------
+
+
+def test_the_readme_integrations_table_matches_the_modules() -> None:
+    import importlib
+    import pathlib
+    import re
+    import tomllib
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    extras = tomllib.loads((root / "pyproject.toml").read_text())[
+        "project"]["optional-dependencies"]
+    rows = re.findall(r"^\| `(\w+)` \| `([\w-]+)` \| (.+) \|$", readme, re.M)
+    listed = {module for module, _, _ in rows}
+    modules = {p.stem for p in (root / "src/toolfs/integrations").glob("*.py")
+               if not p.stem.startswith("_")}
+    # the command line and the demo are the `toolfs` command (docs/cli.md), not adapters
+    assert listed == modules - {"cli", "demo"}
+    named = []
+    for module, extra, gives in rows:
+        assert extra in extras, (module, extra)
+        mod = importlib.import_module(f"toolfs.integrations.{module}")
+        for name in re.findall(r"`(\w+)\(ws\b", gives):  # what the adapter gives
+            assert hasattr(mod, name), (module, name)
+            named.append(name)
+    assert {"function_tools", "toolset", "tools", "ToolfsBackend"} <= set(named)
