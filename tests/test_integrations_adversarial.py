@@ -105,12 +105,15 @@ CALLS = [
     ("read", {"file_path": "a.txt", "offset": None, "limit": None}),
     ("grep", {"pattern": "b", "output_mode": "content", "head_limit": None}),
     ("ls", {"path": None}),
+    ("edit", {"file_path": "a.txt", "old_string": "alpha", "new_string": "x"}),  # unread
+    ("read", {"file_path": "b.txt"}),  # missing: not_found, with "did you mean"
+    ("glob", {"pattern": "**/*.txt", "path": None}),
 ]
 
 
 @pytest.mark.parametrize("adapter", list(ADAPTERS))
 @pytest.mark.parametrize(("tool", "args"), CALLS,
-                         ids=[f"{t}-{'-'.join(a)}" for t, a in CALLS])
+                         ids=[f"{i}-{t}" for i, (t, _) in enumerate(CALLS)])
 def test_the_same_call_gives_the_text_of_execute(adapter: str, tool: str,
                                                  args: dict[str, Any]) -> None:
     ws = fresh("same-text")
