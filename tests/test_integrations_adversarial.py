@@ -875,3 +875,35 @@ def test_the_readme_integrations_table_matches_the_modules() -> None:
             assert hasattr(mod, name), (module, name)
             named.append(name)
     assert {"function_tools", "toolset", "tools", "ToolfsBackend"} <= set(named)
+
+
+def test_agent_contexts_are_bounded_and_keep_the_roots_hooks() -> None:
+    from toolfs.integrations._contexts import AgentContexts
+    from toolfs.policy.events import Veto
+
+    ws = fresh("contexts")
+    ws.write("a.txt", "one\n")
+    contexts = AgentContexts(ws, limit=2)
+    first = contexts.get("c1")
+    first.read("a.txt")
+    assert first.fs.ledger.cache_bytes <= 1024 * 1024
+    assert contexts.get("c1") is first
+    contexts.get("c2"), contexts.get("c3")  # c1 is the least recently used: dropped
+    assert len(contexts) == 2
+    again = contexts.get("c1")
+    assert again is not first
+    assert again.execute("edit", {"file_path": "a.txt", "old_string": "one",
+                                  "new_string": "two"}).text.startswith(
+        "Error [not_observed]")  # a dropped conversation starts afresh, never blind
+
+    def no_writes(event: FsEvent) -> None:
+        if event.type == "fs/write-intent":
+            raise Veto("frozen")
+
+    ws.subscribe(no_writes)  # after the contexts were made: it holds for them too
+    again.read("a.txt")
+    refused = again.execute("edit", {"file_path": "a.txt", "old_string": "one",
+                                     "new_string": "two"})
+    assert refused.text.startswith("Error [denied] (a.txt): vetoed: frozen")
+    assert ws.fs.cat_file("a.txt") == b"one\n"
+    assert {e.context_id for e in ws.audit.events} >= {ws.context_id, again.context_id}

@@ -34,15 +34,19 @@ class AgentContexts(Generic[W]):
 
     Each derived context sends its events to ``root``'s subscribers as they are at the
     time of the event (its audit log, and hooks subscribed later too: a veto on
-    ``root`` holds for every agent). At most ``limit`` are kept; the least recently
-    used beyond that is dropped (an agent long done). A dropped one that comes back
-    starts afresh: its updates are refused ``not_observed`` until it reads again,
-    never stored blind.
+    ``root`` holds for every agent). Memory is bounded: at most ``limit`` contexts are
+    kept, each caching at most ``cache_bytes`` of observed content (a smaller cache only
+    costs a re-fetch when an edit follows a read), so ``limit * cache_bytes`` at most;
+    the least recently used context beyond ``limit`` is dropped (an agent long done). A
+    dropped one that comes back starts afresh: its updates are refused ``not_observed``
+    until it reads again, never stored blind.
     """
 
-    def __init__(self, root: W, *, limit: int = 1024) -> None:
+    def __init__(self, root: W, *, limit: int = 256,
+                 cache_bytes: int = 1024 * 1024) -> None:
         self.root: W = root
         self.limit = limit
+        self.cache_bytes = cache_bytes
         self._contexts: OrderedDict[Hashable, W] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -54,7 +58,9 @@ class AgentContexts(Generic[W]):
                 self._contexts.move_to_end(key)
                 return ws
             sync = self.root.sync if isinstance(self.root, AsyncWorkspace) else self.root
-            made: W = self.root.new_context(subscribers=[_forwarder(sync)])
+            made: W = self.root.new_context(
+                subscribers=[_forwarder(sync)],
+                cache_bytes=min(self.cache_bytes, sync.fs.ledger.cache_bytes))
             self._contexts[key] = made
             while len(self._contexts) > self.limit:
                 self._contexts.popitem(last=False)
