@@ -102,6 +102,7 @@ CALLS = [
     ("edit", {"file_path": "a.txt", "old_string": None, "new_string": "x"}),
     ("read", {"file_path": "a.txt", "self": 1}),
     ("read", {"file_path": "a.txt", "args": 1, "kwargs": 2}),
+    ("read", {"file_path": "a.txt", "ctx": 1, "context": 2}),
     ("read", {"file_path": "a.txt", "offset": None, "limit": None}),
     ("grep", {"pattern": "b", "output_mode": "content", "head_limit": None}),
     ("ls", {"path": None}),

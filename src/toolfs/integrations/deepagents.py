@@ -117,7 +117,6 @@ __all__ = ["ToolfsBackend"]
 
 T = TypeVar("T")
 
-
 # RE2 metacharacters; escaping exactly these turns a literal into a pattern that matches
 # only itself (RE2 accepts a backslash before any punctuation).
 _RE2_SPECIAL = frozenset("\\.+*?()|[]{}^$")
