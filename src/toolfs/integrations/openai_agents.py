@@ -17,7 +17,13 @@ given", so the tool's default applies.
 
 Errors never reach the SDK's generic handler ("An error occurred while running the
 tool..."): a refused or failed call returns toolfs's text (``Error [code]: ...`` and what
-to do next) as the tool's output, and so do invalid arguments, malformed JSON included.
+to do next) as the tool's output, and so do invalid arguments, malformed JSON included,
+and a call that outlives ``timeout_seconds``.
+
+One list of tools is one execution context. The SDK tells a tool nothing about which
+conversation calls it, so an ``Agent`` serving several at once either gets its tools per
+conversation (``agent.clone(tools=function_tools(ws.new_context()))``) or names the
+conversation from the run's context (``function_tools(ws, conversation=...)``).
 """
 
 from __future__ import annotations

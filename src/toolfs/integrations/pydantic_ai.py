@@ -9,7 +9,9 @@ The tools' JSON schemas are toolfs's pinned ones (:func:`toolfs.schemas.input_sc
 given to pydantic-ai with ``Tool.from_schema``), not schemas re-derived from Python
 signatures, and their descriptions are toolfs's. Each call runs on a
 :class:`toolfs.AsyncWorkspace`, so pydantic-ai's parallel tool calls run concurrently,
-each under the same policy and conditional writes as ``Workspace.execute``.
+each under the same policy and conditional writes as ``Workspace.execute``. One
+``Agent`` serves many conversations: each (``RunContext.conversation_id``) is its own
+execution context, so one conversation's update is never stored over another's change.
 
 Errors: a refused or failed call (``stale``, ``not_observed``, ``no_match``, ...) is
 raised as pydantic-ai's ``ToolFailed`` with toolfs's text (``Error [code]: ...`` and what
