@@ -193,8 +193,10 @@ def test_refusals_are_tool_outputs_with_code_and_advice() -> None:
     ('{"file_path": 3, "offset": null, "limit": null}', "file_path: Input should be a valid"),
     ('{"file_path": "a.py", "offset": 0, "limit": null}', "offset: Input should be greater"),
     ('{"path": "a.py"}', "unknown argument 'path'"),
+    # A null is "not given" only for an optional argument (as in Workspace.execute and
+    # every other adapter): for a required one it is a wrong type.
     ('{"file_path": null, "offset": null, "limit": null}',
-     "missing required argument 'file_path'"),
+     "file_path: Input should be a valid string"),
     ("", "missing required argument 'file_path'"),
 ], ids=["truncated-json", "not-an-object", "wrong-type", "out-of-range",
         "unknown-name", "null-required", "empty"])

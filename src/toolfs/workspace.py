@@ -334,7 +334,16 @@ class AsyncWorkspace:
         return await self._run(self.sync.ls, path)
 
     async def execute(self, tool: str, arguments: Any) -> ToolOutput:
-        return await self._run(self.sync.execute, tool, arguments)
+        """:meth:`Workspace.execute` on a worker thread. Never raises for tool errors,
+        bad input or a worker pool that cannot take the call (closed): that is a
+        ``backend_error`` result, so an agent framework never gets an exception where
+        the model should get text. Cancellation still propagates."""
+        try:
+            return await self._run(self.sync.execute, tool, arguments)
+        except Exception as exc:
+            err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
+            err.__cause__ = exc
+            return render_output(self.sync.masked(err), self.sync.max_output_chars)
 
     @property
     def context_id(self) -> str:

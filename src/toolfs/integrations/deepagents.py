@@ -44,13 +44,19 @@ Where Deep Agents' conventions and toolfs's guarantees pull apart, the guarantee
   if another agent, a subagent, a parallel call or a person changed the file since, the
   result is ``stale`` and nothing is written. Deep Agents' own backends write last-wins;
   its middleware only refuses two mutations of one path in the same model turn.
+* Each conversation (LangGraph ``thread_id``) and each subagent run (Deep Agents'
+  ``task`` tool, which hands it the parent's backend) has its own execution context: a
+  subagent reads before it changes a file, and an update based on a read from before
+  another conversation's or a subagent's change is ``stale``.
 * ``delete`` removes one file, on the same condition as an edit; a directory is refused
   (Deep Agents deletes directories recursively, which cannot be made conditional on
   what this context read).
 * ``upload_files`` writes under the policy too (a file this context never read is not
-  replaced); ``download_files`` is a read, so it records an observation: Deep Agents'
-  summarization middleware downloads its history file, then edits it, and that edit
-  lands only on the version it downloaded.
+  replaced); ``download_files`` is a read of the whole file (streamed past the size
+  cap, as Deep Agents' own backends return it), so it records an observation: Deep
+  Agents' summarization middleware downloads its history file, then edits it, and that
+  edit lands only on the version it downloaded (and is refused ``too_large`` past the
+  cap, never replaced by the new section alone).
 * Lines are split on ``\\n`` (``\\r\\n`` counts as one terminator), as toolfs's edit and
   grep and ripgrep count them; Python's ``str.splitlines`` (Deep Agents' slicer) also
   splits on form feeds, ``\\u2028`` and other separators, which shifts its numbering on
@@ -71,6 +77,7 @@ import base64
 import functools
 import heapq
 import math
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -99,6 +106,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from toolfs import tools as _tools
 from toolfs.errors import FsError, fs_error
+from toolfs.integrations._contexts import AgentContexts
+from toolfs.integrations._langgraph import agent_key
 from toolfs.policy.filesystem import Found, ObservedFile, PolicyFileSystem
 from toolfs.render import render_error
 from toolfs.text import decode, split_lines
@@ -159,6 +168,17 @@ class ToolfsBackend(BackendProtocol):
     backend read is what its edits are conditional on, so give each agent its own
     (``ToolfsBackend(ws.new_context())``). See the module docstring for how Deep Agents'
     conventions map onto toolfs.
+
+    Conversations and subagents: one compiled agent serves many conversations (LangGraph
+    ``thread_id`` s), and Deep Agents gives its subagents (the ``task`` tool) the
+    parent's backend object. Each conversation, and each subagent run within one, gets
+    its own execution context here (a ``ws.new_context()``, told apart by the ``thread_id``
+    and the LangGraph namespace of the ``task`` call; its events also go to
+    ``workspace``'s subscribers, its audit log and hooks included). So a subagent reads a
+    file before changing it, and an update based on a read from before another
+    conversation or a subagent changed the file is refused ``stale`` instead of storing
+    over that change. ``workspace`` is the context of runs without a ``thread_id`` and of
+    direct calls.
     """
 
     def __init__(self, ws: Workspace | AsyncWorkspace) -> None:
@@ -170,6 +190,8 @@ class ToolfsBackend(BackendProtocol):
         else:
             raise TypeError(f"ToolfsBackend takes a toolfs Workspace or AsyncWorkspace, "
                             f"not {type(ws).__name__}")
+        self._contexts = AgentContexts(self.workspace)
+        self._pinned = threading.local()  # the calling agent's context, in a worker
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -177,10 +199,23 @@ class ToolfsBackend(BackendProtocol):
     def fs(self) -> PolicyFileSystem:
         return self.workspace.fs
 
+    def _agent_workspace(self) -> Workspace:
+        """The execution context of the agent making this call: the backend's own, or
+        that of the conversation or subagent run (made on its first call)."""
+        key = agent_key()
+        return self.workspace if key is None else self._contexts.get(key)
+
+    @property
+    def _ws(self) -> Workspace:
+        """The context this call runs in: pinned by the async twin that dispatched it to
+        a worker thread (where LangGraph's config is not visible), else the caller's."""
+        pinned: Workspace | None = getattr(self._pinned, "ws", None)
+        return pinned if pinned is not None else self._agent_workspace()
+
     def _guarded(self, fn: Callable[[PolicyFileSystem], T]) -> T:
         """Run ``fn`` on the policy filesystem; every failure is an ``FsError`` with
         credentials masked, as from the workspace's own tools."""
-        return self.workspace.run(fn)
+        return self._ws.run(fn)
 
     def _text(self, err: FsError, *, prefixed: bool) -> str:
         """toolfs's model text for ``err``, paths named as Deep Agents names them.
@@ -197,10 +232,31 @@ class ToolfsBackend(BackendProtocol):
         text = render_error(shown, self.workspace.max_output_chars)
         return text.removeprefix("Error ") if prefixed else text
 
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        if self._async is not None:
-            return await self._async.call(fn, *args)
-        return await asyncio.to_thread(fn, *args)
+    async def _run(self, failed: Callable[[str], T], fn: Callable[..., T], *args: Any,
+                   prefixed: bool = False) -> T:
+        """``fn(*args)`` on a worker thread, in the calling agent's context; a failure
+        to run it at all (a closed worker pool) is ``failed(text)``, never an exception
+        into Deep Agents' tool node (``prefixed`` as for :meth:`_text`)."""
+        try:
+            ws = self._agent_workspace()  # here, where LangChain's config context is set
+        except FsError as unmade:
+            return failed(self._text(self.workspace.masked(unmade), prefixed=prefixed))
+
+        def pinned() -> T:
+            self._pinned.ws = ws
+            try:
+                return fn(*args)
+            finally:
+                self._pinned.ws = None
+
+        try:
+            if self._async is not None:
+                return await self._async.call(pinned)
+            return await asyncio.to_thread(pinned)
+        except Exception as exc:
+            err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
+            err.__cause__ = exc
+            return failed(self._text(ws.masked(err), prefixed=prefixed))
 
     # -- ls -------------------------------------------------------------------------
 
@@ -208,7 +264,7 @@ class ToolfsBackend(BackendProtocol):
         """The immediate children of ``path``: files with their size, directories with a
         trailing ``/``, sorted by path (at most the workspace's ``ls_limit``)."""
         try:
-            listing = self.workspace.ls(_rel(path) or None)
+            listing = self._ws.ls(_rel(path) or None)
         except FsError as err:
             if err.code == "not_found":
                 return LsResult(error=f"Path '{path}': path_not_found")
@@ -227,7 +283,7 @@ class ToolfsBackend(BackendProtocol):
         return LsResult(entries=entries)
 
     async def als(self, path: str) -> LsResult:
-        return await self._run(self.ls, path)
+        return await self._run(lambda e: LsResult(error=e), self.ls, path, prefixed=True)
 
     # -- read -----------------------------------------------------------------------
 
@@ -314,27 +370,28 @@ class ToolfsBackend(BackendProtocol):
             next_offset=None if at_end else r.end_line)
 
     async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
-        return await self._run(self.read, file_path, offset, limit)
+        return await self._run(lambda e: ReadResult(error=e), self.read, file_path, offset,
+                               limit, prefixed=True)
 
     # -- write and edit ---------------------------------------------------------------
 
     def write(self, file_path: str, content: str) -> WriteResult:
         """Create ``file_path``, or replace it on the version this context observed."""
         try:
-            self.workspace.write(_file(file_path), content)
+            self._ws.write(_file(file_path), content)
         except FsError as err:
             return WriteResult(error=self._text(err, prefixed=False))
         return WriteResult(path=file_path)
 
     async def awrite(self, file_path: str, content: str) -> WriteResult:
-        return await self._run(self.write, file_path, content)
+        return await self._run(lambda e: WriteResult(error=e), self.write, file_path, content)
 
     def edit(self, file_path: str, old_string: str, new_string: str,
              replace_all: bool = False) -> EditResult:
         """Replace ``old_string`` in the file as this context read it; stored only on
         that version (``stale`` if it changed since)."""
         try:
-            done = self.workspace.edit(_file(file_path), old_string, new_string, replace_all)
+            done = self._ws.edit(_file(file_path), old_string, new_string, replace_all)
         except FsError as err:
             return EditResult(error=self._edit_error(err, file_path, old_string))
         return EditResult(path=file_path, occurrences=done.replacements)
@@ -357,7 +414,8 @@ class ToolfsBackend(BackendProtocol):
 
     async def aedit(self, file_path: str, old_string: str, new_string: str,
                     replace_all: bool = False) -> EditResult:
-        return await self._run(self.edit, file_path, old_string, new_string, replace_all)
+        return await self._run(lambda e: EditResult(error=e), self.edit, file_path,
+                               old_string, new_string, replace_all)
 
     # -- delete ---------------------------------------------------------------------
 
@@ -385,7 +443,7 @@ class ToolfsBackend(BackendProtocol):
         return DeleteResult(path=file_path)
 
     async def adelete(self, file_path: str) -> DeleteResult:
-        return await self._run(self.delete, file_path)
+        return await self._run(lambda e: DeleteResult(error=e), self.delete, file_path)
 
     # -- glob and grep ----------------------------------------------------------------
 
@@ -425,7 +483,8 @@ class ToolfsBackend(BackendProtocol):
                           truncation_reason="budget" if truncated else None)
 
     async def aglob(self, pattern: str, path: str | None = None) -> GlobResult:
-        return await self._run(self.glob, pattern, path)
+        return await self._run(lambda e: GlobResult(error=e), self.glob, pattern, path,
+                               prefixed=True)
 
     def grep(self, pattern: str, path: str | None = None, glob: str | None = None, *,
              max_count: int | None = None) -> GrepResult:
@@ -445,7 +504,7 @@ class ToolfsBackend(BackendProtocol):
             below = glob.lstrip("/")
             include = "/" + (f"{rel.rstrip('/')}/{below}" if rel else below)
         try:
-            found = self.workspace.grep(_literal(pattern), rel, include,
+            found = self._ws.grep(_literal(pattern), rel, include,
                                         output_mode="content", head_limit=max_count)
         except FsError as err:
             if err.code == "not_found":
@@ -457,7 +516,8 @@ class ToolfsBackend(BackendProtocol):
 
     async def agrep(self, pattern: str, path: str | None = None, glob: str | None = None,
                     *, max_count: int | None = None) -> GrepResult:
-        return await self._run(lambda: self.grep(pattern, path, glob, max_count=max_count))
+        return await self._run(lambda e: GrepResult(error=e, matches=[]),
+                               lambda: self.grep(pattern, path, glob, max_count=max_count))
 
     # -- upload and download ------------------------------------------------------------
 
@@ -483,10 +543,13 @@ class ToolfsBackend(BackendProtocol):
         return out
 
     async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
-        return await self._run(self.upload_files, files)
+        return await self._run(
+            lambda e: [FileUploadResponse(path=p, error=e) for p, _ in files],
+            self.upload_files, files)
 
     def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
-        """The bytes of each file (whole, up to the size cap); each is an observed read."""
+        """The bytes of each file, whole (streamed past the size cap); each is an
+        observed read."""
         out: list[FileDownloadResponse] = []
         for path in paths:
             try:
@@ -499,7 +562,9 @@ class ToolfsBackend(BackendProtocol):
         return out
 
     async def adownload_files(self, paths: list[str]) -> list[FileDownloadResponse]:
-        return await self._run(self.download_files, paths)
+        return await self._run(
+            lambda e: [FileDownloadResponse(path=p, error=e) for p in paths],
+            self.download_files, paths)
 
     def __repr__(self) -> str:
         return f"ToolfsBackend({self.workspace!r})"
@@ -510,10 +575,12 @@ def _put(fs: PolicyFileSystem, *, rel: str, data: bytes) -> None:
 
 
 def _whole(fs: PolicyFileSystem, *, rel: str) -> bytes:
-    """The whole file (observed), or ``too_large`` past the size cap."""
+    """The whole file (observed), streamed block by block past the size cap, all from
+    one version: a download is the file's bytes, as from Deep Agents' own backends.
+
+    Not ``too_large``: the summarization middleware takes a failed download of its
+    history file for "no file yet" and writes only the new section, which would replace
+    the whole history (this context observed it when the download opened it). Whole,
+    the history's append is refused ``too_large`` by the edit instead, and kept."""
     with fs.open(rel, "rb") as f:
-        if not f.complete:
-            raise fs_error("too_large", f"{f.path} is {f.size} bytes, over the "
-                           f"{fs.size_cap}-byte cap for a whole-file download",
-                           path=f.path, details={"size": f.size, "cap": fs.size_cap})
         return bytes(f.read())

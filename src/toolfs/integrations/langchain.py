@@ -1,9 +1,9 @@
 """The six tools as LangChain ``StructuredTool`` objects (extra ``langchain``).
 
 ``tools(ws)`` gives ``read``, ``write``, ``edit``, ``glob``, ``grep`` and ``ls`` over one
-workspace (one execution context), each with a sync ``func`` and an async ``coroutine``
-(the coroutine runs on :class:`toolfs.AsyncWorkspace`, so an agent's event loop is never
-blocked by storage I/O)::
+workspace (one execution context per conversation: see :func:`tools`), each with a sync
+``func`` and an async ``coroutine`` (the coroutine runs on :class:`toolfs.AsyncWorkspace`,
+so an agent's event loop is never blocked by storage I/O)::
 
     from toolfs.integrations.langchain import tools
     agent_tools = tools(toolfs.Workspace("s3://bucket/repo"))
@@ -29,7 +29,6 @@ blocked by storage I/O)::
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -39,7 +38,10 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("toolfs.integrations.langchain needs LangChain: "
                       "pip install 'toolfs[langchain]'") from exc
 
-from toolfs.render import ToolOutput
+from toolfs.errors import FsError, fs_error
+from toolfs.integrations._contexts import AgentContexts
+from toolfs.integrations._langgraph import agent_key
+from toolfs.render import ToolOutput, render_error
 from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, input_schema
 from toolfs.workspace import AsyncWorkspace, Workspace
 
@@ -47,39 +49,47 @@ __all__ = ["tools"]
 
 
 def tools(ws: Workspace | AsyncWorkspace,
-          names: list[str] | tuple[str, ...] | None = None) -> list[StructuredTool]:
-    """The toolfs tools (all six, or those ``names`` lists, in that order) as LangChain
-    ``StructuredTool`` objects over ``ws``.
+          names: list[str] | tuple[str, ...] | None = None, *,
+          tools: list[str] | tuple[str, ...] | None = None) -> list[StructuredTool]:
+    """The toolfs tools (all six, or those ``tools`` names, in that order; ``names`` is
+    the same, positionally) as LangChain ``StructuredTool`` objects over ``ws``.
 
-    All tools share ``ws``'s execution context: what ``read`` observed is what ``edit``
-    and ``write`` are conditional on. Give each agent its own context
-    (``ws.new_context()``). Sync calls run on the :class:`~toolfs.Workspace`, async calls
-    on an :class:`~toolfs.AsyncWorkspace` over the same context (``ws`` itself when it is
-    one; its worker threads otherwise).
+    Each conversation is one execution context: what ``read`` observed in it is what
+    ``edit`` and ``write`` are conditional on. Run by LangGraph (``create_agent``, a
+    ``ToolNode``, a Deep Agents subagent's tools), each ``thread_id``, and each Deep
+    Agents subagent run, gets its own ``ws.new_context()`` on its first call (its events
+    also go to ``ws``'s subscribers), so one compiled agent serving many conversations
+    at once never stores one's update over another's change (it is ``stale``). Calls
+    without a ``thread_id`` share ``ws``'s own context: give each agent you build its
+    own (``ws.new_context()``). Sync calls run on the :class:`~toolfs.Workspace`, async
+    calls on an :class:`~toolfs.AsyncWorkspace` over the same context (``ws`` itself
+    when it is one; worker threads made on the first async call otherwise). An unknown
+    name is ``invalid_arguments`` (a ``ValueError``), as in the other adapters.
     """
     if isinstance(ws, AsyncWorkspace):
-        sync_ws, async_ws = ws.sync, ws
+        root = ws
     elif isinstance(ws, Workspace):
-        sync_ws, async_ws = ws, None
+        root = AsyncWorkspace(ws)  # its worker threads start with the first async call
     else:
         raise TypeError(f"tools() takes a toolfs Workspace or AsyncWorkspace, not "
                         f"{type(ws).__name__}")
-    wanted = list(ARGS_MODELS) if names is None else list(names)
+    if names is not None and tools is not None:
+        raise fs_error("invalid_arguments", "give the tool names once: names or tools=")
+    chosen = tools if tools is not None else names
+    wanted = list(ARGS_MODELS) if chosen is None else list(chosen)
     unknown = [n for n in wanted if n not in ARGS_MODELS]
     if unknown:
-        raise ValueError(f"unknown tool {unknown[0]!r}; the tools are " + ", ".join(ARGS_MODELS))
-    lock = threading.Lock()
+        raise fs_error("invalid_arguments", f"unknown tool {str(unknown[0])[:50]!r}; the "
+                       "tools are " + ", ".join(ARGS_MODELS))
+    contexts = AgentContexts(root)
 
-    def shared_async() -> AsyncWorkspace:
-        """The AsyncWorkspace of the async calls, made on the first one (sync-only users
-        get no worker threads)."""
-        nonlocal async_ws
-        with lock:
-            if async_ws is None:
-                async_ws = AsyncWorkspace(sync_ws)
-            return async_ws
+    def context() -> AsyncWorkspace:
+        """The context of the conversation making this call (LangChain's config is a
+        context variable, set in the caller: the coroutine, or a sync tool's thread)."""
+        key = agent_key()
+        return root if key is None else contexts.get(key)
 
-    return [_tool(name, sync_ws, shared_async) for name in wanted]
+    return [_tool(name, context) for name in wanted]
 
 
 def _answer(output: ToolOutput) -> tuple[str, dict[str, Any]]:
@@ -98,24 +108,35 @@ class _WorkspaceTool(StructuredTool):
     fills them in and a model argument of that name would be dropped without a word;
     these take the arguments only, and toolfs reports an unknown one."""
 
-    def _run(self, *args: Any, **arguments: Any) -> Any:
+    # `self` is positional-only: a model argument named "self" is one of the arguments
+    # (toolfs reports it as unknown), not a second value for the method's own.
+    def _run(self, /, *args: Any, **arguments: Any) -> Any:
         assert self.func is not None
         return self.func(*args, **arguments)
 
-    async def _arun(self, *args: Any, **arguments: Any) -> Any:
+    async def _arun(self, /, *args: Any, **arguments: Any) -> Any:
         assert self.coroutine is not None
         return await self.coroutine(*args, **arguments)
 
 
-def _tool(name: str, sync_ws: Workspace, async_ws: Callable[[], AsyncWorkspace]
-          ) -> StructuredTool:
+def _of(context: Callable[[], AsyncWorkspace]) -> AsyncWorkspace:
+    """The calling conversation's context; one that cannot be made is a tool error."""
+    try:
+        return context()
+    except FsError as err:
+        raise ToolException(render_error(err)) from err
+
+
+def _tool(name: str, context: Callable[[], AsyncWorkspace]) -> StructuredTool:
     # The arguments arrive exactly as the model sent them (a dict schema is not validated
     # by LangChain), and execute validates them against the pinned model.
     def run(**arguments: Any) -> tuple[str, dict[str, Any]]:
-        return _answer(sync_ws.execute(name, arguments))
+        return _answer(_of(context).sync.execute(name, arguments))
 
     async def arun(**arguments: Any) -> tuple[str, dict[str, Any]]:
-        return _answer(await async_ws().execute(name, arguments))
+        # AsyncWorkspace.execute never raises (a closed worker pool is a backend_error
+        # result), so nothing but toolfs's text reaches LangChain.
+        return _answer(await _of(context).execute(name, arguments))
 
     coroutine: Callable[..., Coroutine[Any, Any, tuple[str, dict[str, Any]]]] = arun
     return _WorkspaceTool(

@@ -17,19 +17,27 @@ given", so the tool's default applies.
 
 Errors never reach the SDK's generic handler ("An error occurred while running the
 tool..."): a refused or failed call returns toolfs's text (``Error [code]: ...`` and what
-to do next) as the tool's output, and so do invalid arguments, malformed JSON included.
+to do next) as the tool's output, and so do invalid arguments, malformed JSON included,
+and a call that outlives ``timeout_seconds``.
+
+One list of tools is one execution context. The SDK tells a tool nothing about which
+conversation calls it, so an ``Agent`` serving several at once either gets its tools per
+conversation (``agent.clone(tools=function_tools(ws.new_context()))``) or names the
+conversation from the run's context (``function_tools(ws, conversation=...)``).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Awaitable, Callable, Sequence
+import functools
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any
 
-from agents import FunctionTool, RunContextWrapper
+from agents import FunctionTool, RunContextWrapper, ToolTimeoutError
 from agents.tool_context import ToolContext
 
 from toolfs.errors import fs_error
+from toolfs.integrations._contexts import AgentContexts
+from toolfs.integrations._timeouts import timed_out
 from toolfs.render import render_output
 from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, strict_input_schema
 from toolfs.workspace import AsyncWorkspace, Workspace
@@ -48,15 +56,30 @@ def function_tools(
     *,
     needs_approval: bool | ApprovalFunction = False,
     tools: Sequence[str] | None = None,
+    timeout_seconds: float | None = None,
+    conversation: Callable[[RunContextWrapper[Any]], Hashable | None] | None = None,
 ) -> list[FunctionTool]:
     """The tools (all six, or those ``tools`` names, in that order) as ``FunctionTool`` s.
 
     ``ws`` is one execution context: every tool of the list records into, and is checked
-    against, its observations. Give each agent its own (``ws.new_context()``).
+    against, its observations. Give each agent its own (``ws.new_context()``). An
+    ``Agent`` that serves several conversations at once must not share one: the SDK
+    tells a tool nothing about which conversation calls it, so either build the tools
+    per conversation (``agent.clone(tools=function_tools(ws.new_context()))``) or pass
+    ``conversation``, which names it from the run's context (e.g.
+    ``lambda run: run.context.session_id``): each name gets its own
+    ``ws.new_context()`` on its first call (its events also go to ``ws``'s
+    subscribers); ``None`` means ``ws``'s own context.
     ``needs_approval`` is passed to the SDK for ``write`` and ``edit`` (a bool, or the SDK's
     ``async (run_context, arguments, call_id) -> bool``); reading tools never need it.
+    ``timeout_seconds`` is the SDK's per-call timeout. A call that outlives it (now, or
+    one set on a tool later) is answered with toolfs's text, which says the change may
+    still be stored (the storage call cannot be taken back mid-way; it commits whole or
+    not at all) and to read before changing the file again, where the SDK's own text
+    would only say it timed out.
     """
     aws = ws if isinstance(ws, AsyncWorkspace) else AsyncWorkspace(ws)
+    contexts = _Conversations(aws, conversation)
     names = list(ARGS_MODELS) if tools is None else list(tools)
     unknown = [n for n in names if n not in ARGS_MODELS]
     if unknown:
@@ -67,9 +90,11 @@ def function_tools(
             name=name,
             description=DESCRIPTIONS[name],
             params_json_schema=strict_schema(name),
-            on_invoke_tool=_invoker(aws, name),
+            on_invoke_tool=_invoker(contexts, name),
             strict_json_schema=True,
             needs_approval=needs_approval if name in _CHANGING else False,
+            timeout_seconds=timeout_seconds,
+            timeout_error_function=functools.partial(_timed_out, aws),
         )
         for name in names
     ]
@@ -83,27 +108,44 @@ def strict_schema(tool: str) -> dict[str, Any]:
     return strict_input_schema(tool)
 
 
-def _invoker(aws: AsyncWorkspace, name: str) -> Callable[[ToolContext[Any], str], Awaitable[str]]:
+def _timed_out(aws: AsyncWorkspace, context: RunContextWrapper[Any], error: Exception) -> str:
+    """toolfs's text for a call that outlived the SDK's ``timeout_seconds``."""
+    err = (timed_out(error.tool_name, error.timeout_seconds)
+           if isinstance(error, ToolTimeoutError)  # the SDK passes only timeouts here
+           else fs_error("backend_error", f"{type(error).__name__}: {error}"))
+    return render_output(aws.sync.masked(err), aws.sync.max_output_chars).text
+
+
+class _Conversations:
+    """The context of each conversation (one, ``aws``, without a ``conversation`` key)."""
+
+    def __init__(self, aws: AsyncWorkspace,
+                 key: Callable[[RunContextWrapper[Any]], Hashable | None] | None) -> None:
+        self.root, self.key = aws, key
+        self._contexts = AgentContexts(aws)
+
+    def of(self, run: RunContextWrapper[Any]) -> AsyncWorkspace:
+        name = None if self.key is None else self.key(run)
+        return self.root if name is None else self._contexts.get(name)
+
+
+def _invoker(contexts: _Conversations, name: str
+             ) -> Callable[[ToolContext[Any], str], Awaitable[str]]:
     async def invoke(context: ToolContext[Any], arguments: str) -> str:
+        # The model's JSON goes to execute as it came: execute parses it, takes a strict
+        # call's nulls for optional arguments as "not given" and names every problem
+        # (a null for a required one, malformed JSON, ...) exactly as for every other
+        # adapter. It never raises, so the SDK's generic handler is never reached.
         try:
-            output = await aws.execute(name, _without_nulls(arguments))
-        except Exception as exc:  # execute never raises for tool errors; a closed pool might
-            err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
-            return render_output(err, aws.sync.max_output_chars).text
-        return output.text
+            aws = contexts.of(context)
+        except Exception as exc:  # the application's key function failed
+            err = fs_error("backend_error", f"the conversation key failed: "
+                           f"{type(exc).__name__}: {exc}")
+            return render_output(contexts.root.sync.masked(err),
+                                 contexts.root.sync.max_output_chars).text
+        empty = not arguments or (isinstance(arguments, str) and not arguments.strip())
+        given: Any = {} if empty else arguments  # a call with no arguments is {}
+        return (await aws.execute(name, given)).text
 
     invoke.__name__ = f"toolfs_{name}"
     return invoke
-
-
-def _without_nulls(arguments: str) -> Any:
-    """The model's JSON arguments with ``null`` members dropped (strict mode sends every
-    property; ``null`` means "not given"). Anything that is not a JSON object goes to
-    ``execute`` as it came, which answers with the ``invalid_arguments`` text."""
-    try:
-        parsed = json.loads(arguments) if arguments else {}
-    except (ValueError, TypeError, RecursionError):  # execute names the problem
-        return arguments
-    if not isinstance(parsed, dict):
-        return arguments
-    return {k: v for k, v in parsed.items() if v is not None}

@@ -9,7 +9,9 @@ The tools' JSON schemas are toolfs's pinned ones (:func:`toolfs.schemas.input_sc
 given to pydantic-ai with ``Tool.from_schema``), not schemas re-derived from Python
 signatures, and their descriptions are toolfs's. Each call runs on a
 :class:`toolfs.AsyncWorkspace`, so pydantic-ai's parallel tool calls run concurrently,
-each under the same policy and conditional writes as ``Workspace.execute``.
+each under the same policy and conditional writes as ``Workspace.execute``. One
+``Agent`` serves many conversations: each (``RunContext.conversation_id``) is its own
+execution context, so one conversation's update is never stored over another's change.
 
 Errors: a refused or failed call (``stale``, ``not_observed``, ``no_match``, ...) is
 raised as pydantic-ai's ``ToolFailed`` with toolfs's text (``Error [code]: ...`` and what
@@ -25,6 +27,7 @@ first.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import Sequence
@@ -35,7 +38,9 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import ToolsetTool
 from pydantic_ai.toolsets.function import FunctionToolsetTool
 
-from toolfs.errors import fs_error
+from toolfs.errors import FsError, fs_error
+from toolfs.integrations._contexts import AgentContexts
+from toolfs.integrations._timeouts import timed_out
 from toolfs.render import render_output
 from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, input_schema
 from toolfs.workspace import AsyncWorkspace, Workspace
@@ -107,13 +112,20 @@ class ToolfsToolset(FunctionToolset[Any]):
 
 
 def toolset(ws: Workspace | AsyncWorkspace, *, tools: Sequence[str] | None = None,
-            id: str | None = None) -> ToolfsToolset:
+            id: str | None = None, timeout: float | None = None) -> ToolfsToolset:
     """The tools (all six, or those ``tools`` names, in that order) as a pydantic-ai
     ``FunctionToolset``.
 
-    ``ws`` is one execution context: every tool of the toolset records into, and is
-    checked against, its observations. Give each agent its own (``ws.new_context()``).
-    ``id`` is the toolset's id (durable execution needs one).
+    Each conversation is one execution context: a run's ``RunContext.conversation_id``
+    (shared by runs continued with their ``message_history``) gets its own
+    ``ws.new_context()`` on its first call, so one ``Agent`` serving many conversations
+    at once never stores one conversation's update over another's change (it is
+    ``stale``), and a conversation's tools record into, and are checked against, its
+    own observations. Their events also go to ``ws``'s subscribers (its audit log and
+    hooks). ``id`` is the toolset's id (durable execution needs one). ``timeout``
+    (seconds) bounds each call: one that outlives it is a failed result with toolfs's text (the
+    change may still be stored; read before changing the file again), not pydantic-ai's
+    own timeout, which is a retry prompt and spends the tool's retry budget.
     """
     aws = ws if isinstance(ws, AsyncWorkspace) else AsyncWorkspace(ws)
     names = list(ARGS_MODELS) if tools is None else list(tools)
@@ -121,31 +133,54 @@ def toolset(ws: Workspace | AsyncWorkspace, *, tools: Sequence[str] | None = Non
     if unknown:
         raise fs_error("invalid_arguments", f"unknown tool {str(unknown[0])[:50]!r}; the "
                        "tools are " + ", ".join(ARGS_MODELS))
+    conversations = _Conversations(aws)
     return ToolfsToolset(
-        [Tool.from_schema(_Runner(aws, name), name=name, description=DESCRIPTIONS[name],
-                          json_schema=input_schema(name))
+        [Tool.from_schema(_Runner(conversations, name, timeout), name=name,
+                          description=DESCRIPTIONS[name], json_schema=input_schema(name),
+                          takes_ctx=True)
          for name in names],
         id=id)
 
 
-class _Runner:
-    """One toolfs tool as pydantic-ai calls it: keyword arguments in, text out, toolfs's
-    errors raised as ``ToolFailed``."""
+class _Conversations:
+    """The execution context of each conversation of one toolset."""
 
-    def __init__(self, aws: AsyncWorkspace, name: str) -> None:
-        self.aws, self.name = aws, name
+    def __init__(self, aws: AsyncWorkspace) -> None:
+        self.root = aws
+        self._contexts = AgentContexts(aws)
+
+    def of(self, ctx: RunContext[Any]) -> AsyncWorkspace:
+        key = ctx.conversation_id or ctx.run_id
+        return self.root if key is None else self._contexts.get(key)
+
+
+class _Runner:
+    """One toolfs tool as pydantic-ai calls it: the run's context and keyword arguments
+    in, text out, toolfs's errors raised as ``ToolFailed``."""
+
+    def __init__(self, conversations: _Conversations, name: str,
+                 timeout: float | None) -> None:
+        self.conversations, self.name, self.timeout = conversations, name, timeout
         self.__name__ = f"toolfs_{name}"
 
-    async def __call__(self, **arguments: Any) -> str:
+    async def __call__(self, ctx: RunContext[Any], /, **arguments: Any) -> str:
+        # `self` is positional-only so that a model argument named "self" reaches
+        # execute (and is reported there) instead of breaking the call. The arguments
+        # go as they came: execute takes nulls for optional arguments as "not given" and
+        # words every problem as for the other adapters. It never raises.
         unparsed = arguments.get(_UNPARSED)
-        given = unparsed.raw if isinstance(unparsed, _Unparsed) else {
-            # null means "not given", as for a model in strict mode that sends every property
-            k: v for k, v in arguments.items() if v is not None}
+        given = unparsed.raw if isinstance(unparsed, _Unparsed) else arguments
         try:
-            output = await self.aws.execute(self.name, given)
-        except Exception as exc:  # execute never raises for tool errors; a closed pool might
-            err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
-            raise ToolFailed(render_output(err, self.aws.sync.max_output_chars).text) from exc
+            aws = self.conversations.of(ctx)
+        except FsError as unmade:  # a context that cannot be made: a failed result
+            root = self.conversations.root.sync
+            raise ToolFailed(render_output(root.masked(unmade), root.max_output_chars).text
+                             ) from None
+        try:
+            output = await asyncio.wait_for(aws.execute(self.name, given), self.timeout)
+        except TimeoutError:
+            err = aws.sync.masked(timed_out(self.name, self.timeout or 0))
+            raise ToolFailed(render_output(err, aws.sync.max_output_chars).text) from None
         if output.is_error:
             raise ToolFailed(output.text)
         return output.text
