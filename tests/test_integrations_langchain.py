@@ -708,7 +708,7 @@ def test_delete_is_conditional(mem: tuple[toolfs.Workspace, Any]) -> None:
     assert unread is not None and unread.startswith("Error [not_observed]")
     assert be.delete("/nope.txt").error == "Error: '/nope.txt' not found"
     is_dir = be.delete("/d").error
-    assert is_dir is not None and is_dir.startswith("Error [denied]: /d is a directory")
+    assert is_dir is not None and is_dir.startswith("Error [not_a_file]: /d is a directory")
     be.read("/a.txt")
     ws.write("a.txt", "changed\n")  # another context changed it since
     stale = be.delete("/a.txt").error
