@@ -202,6 +202,15 @@ class S3Backend(_CloudBackend):
         return self.emulator.s3fs_filesystem()
 
 
+class SeaweedBackend(S3Backend):
+    """SeaweedFS's S3 gateway over HTTP, through s3fs: the second S3 implementation, a
+    concurrent server. Same adapter, same wire assertions as moto (it is an
+    ``S3Backend``); where SeaweedFS answers differently the adapter copes, and the
+    capabilities below say what a test may observe."""
+
+    name = "seaweedfs"
+
+
 class GCSBackend(_CloudBackend):
     """fake-gcs-server over HTTP, through gcsfs. Every upload makes a new generation."""
 

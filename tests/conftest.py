@@ -13,10 +13,12 @@ from tests.backends import (
     LocalBackend,
     MemoryBackend,
     S3Backend,
+    SeaweedBackend,
 )
 from toolfs.testing.emulators import GCSEmulator, S3Emulator
+from toolfs.testing.seaweedfs import SeaweedFSEmulator
 
-BACKENDS = ["memory", "local", "generic", "s3", "gcs"]
+BACKENDS = ["memory", "local", "generic", "s3", "seaweedfs", "gcs"]
 # The async path (AsyncWorkspace) runs the same suite on every backend too.
 PARAMS = BACKENDS + [f"{name}-async" for name in BACKENDS]
 
@@ -34,6 +36,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backen
         b = GenericBackend()
     elif name == "s3":
         b = request.getfixturevalue("s3_backend")
+    elif name == "seaweedfs":
+        b = request.getfixturevalue("seaweedfs_backend")
     else:
         b = request.getfixturevalue("gcs_backend")
     b.use_async = mode == "async"
@@ -52,6 +56,13 @@ def s3_emulator() -> Iterator[S3Emulator]:
 
 
 @pytest.fixture(scope="session")
+def seaweedfs_emulator() -> Iterator[SeaweedFSEmulator]:
+    """One SeaweedFS server (master, volume, filer, S3 gateway) for the session."""
+    with SeaweedFSEmulator() as emu:
+        yield emu
+
+
+@pytest.fixture(scope="session")
 def gcs_emulator() -> Iterator[GCSEmulator]:
     """One fake-gcs-server for the session."""
     with GCSEmulator() as emu:
@@ -66,3 +77,8 @@ def s3_backend(s3_emulator: S3Emulator) -> S3Backend:
 @pytest.fixture
 def gcs_backend(gcs_emulator: GCSEmulator) -> GCSBackend:
     return GCSBackend(gcs_emulator)
+
+
+@pytest.fixture
+def seaweedfs_backend(seaweedfs_emulator: SeaweedFSEmulator) -> SeaweedBackend:
+    return SeaweedBackend(seaweedfs_emulator)
