@@ -12,7 +12,7 @@ from tests.backends import Backend, GCSBackend, S3Backend
 from toolfs.backends.base import Create, Update
 
 
-@pytest.fixture(params=["s3", "gcs"])
+@pytest.fixture(params=["s3", "seaweedfs", "gcs"])
 def cloud(request: pytest.FixtureRequest) -> Any:
     b: Backend = request.getfixturevalue(f"{request.param}_backend")
     b.setup()

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import Backend, GCSBackend, LocalBackend, S3Backend
+from tests.backends import Backend, GCSBackend, LocalBackend, S3Backend, _CloudBackend
 from toolfs.backends import GenericStore, store_for
 from toolfs.backends.base import Blob, Entry, Store
 
@@ -152,7 +152,7 @@ def test_get_many_in_order_with_failures(backend: Backend) -> None:
              if isinstance(r, toolfs.FsError)}
     # get_many's paths come from a listing: on object stores a missing one is not_found
     # without the "is it a directory?" requests a read makes to explain a 404
-    listed_dir = "not_found" if backend.name in ("s3", "gcs") else "not_a_file"
+    listed_dir = "not_found" if isinstance(backend, _CloudBackend) else "not_a_file"
     assert codes == {"missing.txt": "not_found", "d": listed_dir}
     for n, (_, r) in zip(names, out, strict=True):
         if n.startswith("f"):
@@ -169,7 +169,7 @@ def test_get_many_in_order_with_failures(backend: Backend) -> None:
 # -- cloud: requests counted at the server --------------------------------------------
 
 
-@pytest.fixture(params=["s3", "gcs"])
+@pytest.fixture(params=["s3", "seaweedfs", "gcs"])
 def cloud(request: pytest.FixtureRequest) -> Any:
     b: Backend = request.getfixturevalue(f"{request.param}_backend")
     b.setup()
