@@ -80,7 +80,10 @@ def test_stale_costs_no_more_than_success(cloud: Any) -> None:
     reqs = counted(cloud, lambda: other.execute("write", {"file_path": "s.txt",
                                                           "content": "x"}))
     assert [r.status for r in reqs if r.method in ("PUT", "POST")] == [412]
-    assert len(reqs) == 2
+    # SeaweedFS's 412 does not say whether an object or an empty folder is in the way:
+    # one HEAD tells (see tests/test_s3_differences.py)
+    assert len(reqs) == 2 + cloud.refused_create_checks
+    assert sum(r.method == "HEAD" for r in reqs) == cloud.refused_create_checks
 
 
 def test_edit_without_cached_bytes_is_two_requests(cloud: Any) -> None:

@@ -23,7 +23,8 @@ test_s3_differences.py), both handled to the same outcome:
   SeaweedFS gateway (its ``Server`` header) the create checks: no object and nothing
   below ``key/`` means the empty folder is removed and the same conditional create is
   sent once more; files below make it ``not_a_file``; an object makes it ``stale``.
-  Never an unconditional write.
+  Never an unconditional write. The 412s look alike, so a refused create on SeaweedFS
+  costs one ``HeadObject`` more than on AWS.
 * A "directory" outlives its last file on SeaweedFS (listed by ``ls``, as on a local
   disk); on AWS the prefix goes with its last object.
 * SeaweedFS's ETags are the same quoted MD5s, its conditional puts are atomic under
