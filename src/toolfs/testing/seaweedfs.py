@@ -78,9 +78,6 @@ _REGION = "us-east-1"
 # step (the default grows seven at a time, for each bucket).
 _VOLUME_SIZE_LIMIT_MB = 8
 _MAX_VOLUMES = 64
-# Objects up to this size are kept in the filer's own store, not on a volume: most test
-# files are tiny, and this saves a volume lookup per request.
-_SAVE_TO_FILER_LIMIT = 64 * 1024
 _PORTS = ("master", "volume", "filer", "s3")
 
 
@@ -178,7 +175,6 @@ class SeaweedFSEmulator(_Emulator):
                 "-filer",
                 f"-filer.port={ports['filer'][0]}",
                 f"-filer.port.grpc={ports['filer'][1]}",
-                f"-filer.saveToFilerLimit={_SAVE_TO_FILER_LIMIT}",
                 "-s3",
                 f"-s3.port={ports['s3'][0]}",
                 f"-s3.port.grpc={ports['s3'][1]}",
@@ -333,7 +329,7 @@ def _spawn_supervised(command: list[str], log_path: Path, *, cwd: Path) -> subpr
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     with log_path.open("ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-P", "-m", __name__, "_supervise", *command],
+            [sys.executable, "-P", "-m", "toolfs.testing.seaweedfs", "_supervise", *command],
             stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env,
             # Ctrl-C in a terminal goes to the whole process group; the parent must be
             # the one to stop the server, so that it can clean up.
