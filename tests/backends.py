@@ -23,6 +23,9 @@ class Backend:
 
     name: ClassVar[str]
     version_kind: ClassVar[str] = "sha256"
+    keeps_empty_dirs: ClassVar[bool] = True
+    """A directory outlives its last file (a real directory, a pseudo-directory, a folder
+    entry); on object stores with flat names the prefix goes with its last object."""
 
     def __init__(self) -> None:
         self.fs: Any = None
@@ -160,6 +163,9 @@ class _CloudBackend(Backend):
     """A bucket on a local emulator, fresh for each test (the emulator is reset)."""
 
     bucket: ClassVar[str] = "toolfs-test"
+    keeps_empty_dirs = False
+    refused_create_checks: ClassVar[int] = 0
+    """Requests a refused create (``If-None-Match``) costs beyond the put and its checks."""
 
     def __init__(self, emulator: Any) -> None:
         super().__init__()
@@ -197,9 +203,24 @@ class S3Backend(_CloudBackend):
 
     name = "s3"
     version_kind = "etag"
+    if_match_missing_status: ClassVar[int] = 404
+    """HTTP status of a conditional put or delete (``If-Match``) on a missing key."""
 
     def _filesystem(self) -> Any:
         return self.emulator.s3fs_filesystem()
+
+
+class SeaweedBackend(S3Backend):
+    """SeaweedFS's S3 gateway over HTTP, through s3fs: the second S3 implementation, a
+    concurrent server. Same adapter, same wire assertions as moto (it is an
+    ``S3Backend``); where SeaweedFS answers differently the adapter copes, and the
+    capabilities below say what a test may observe."""
+
+    name = "seaweedfs"
+    if_match_missing_status = 412
+    keeps_empty_dirs = True  # the filer keeps the folder (as a local disk does)
+    # its 412 on If-None-Match may be an empty folder, not an object: one HEAD tells
+    refused_create_checks = 1
 
 
 class GCSBackend(_CloudBackend):

@@ -14,11 +14,13 @@ from tests.backends import (
     LocalBackend,
     MemoryBackend,
     S3Backend,
+    SeaweedBackend,
 )
 from toolfs.testing.azurite import AzuriteEmulator
 from toolfs.testing.emulators import GCSEmulator, S3Emulator
+from toolfs.testing.seaweedfs import SeaweedFSEmulator
 
-BACKENDS = ["memory", "local", "generic", "s3", "gcs", "azure"]
+BACKENDS = ["memory", "local", "generic", "s3", "seaweedfs", "gcs", "azure"]
 # The async path (AsyncWorkspace) runs the same suite on every backend too.
 PARAMS = BACKENDS + [f"{name}-async" for name in BACKENDS]
 
@@ -38,6 +40,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backen
         b = request.getfixturevalue("s3_backend")
     elif name == "azure":
         b = request.getfixturevalue("azure_backend")
+    elif name == "seaweedfs":
+        b = request.getfixturevalue("seaweedfs_backend")
     else:
         b = request.getfixturevalue("gcs_backend")
     b.use_async = mode == "async"
@@ -52,6 +56,13 @@ def backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backen
 def s3_emulator() -> Iterator[S3Emulator]:
     """One moto server for the session (single-threaded: see S3Emulator's docstring)."""
     with S3Emulator() as emu:
+        yield emu
+
+
+@pytest.fixture(scope="session")
+def seaweedfs_emulator() -> Iterator[SeaweedFSEmulator]:
+    """One SeaweedFS server (master, volume, filer, S3 gateway) for the session."""
+    with SeaweedFSEmulator() as emu:
         yield emu
 
 
@@ -82,3 +93,8 @@ def azure_emulator() -> Iterator[AzuriteEmulator]:
 @pytest.fixture
 def azure_backend(azure_emulator: AzuriteEmulator) -> AzureBackend:
     return AzureBackend(azure_emulator)
+
+
+@pytest.fixture
+def seaweedfs_backend(seaweedfs_emulator: SeaweedFSEmulator) -> SeaweedBackend:
+    return SeaweedBackend(seaweedfs_emulator)

@@ -84,4 +84,5 @@ def test_bench_throughput() -> None:
 def test_bench_discovery() -> None:
     done = run("bench_discovery.py", timeout=300)
     assert_table(done)
-    assert "| S3, 60 objects" in done.stdout and "grep files_with_matches" in done.stdout
+    assert "| S3 (moto), 60 objects" in done.stdout and "grep files_with_matches" in done.stdout
+    assert "| S3 (SeaweedFS), 60 objects" in done.stdout

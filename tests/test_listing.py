@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import AzureBackend, Backend, GCSBackend, LocalBackend, S3Backend
+from tests.backends import (
+    AzureBackend,
+    Backend,
+    GCSBackend,
+    LocalBackend,
+    S3Backend,
+    _CloudBackend,
+)
 from toolfs.backends import GenericStore, store_for
 from toolfs.backends.base import Blob, Entry, Store
 
@@ -153,7 +160,7 @@ def test_get_many_in_order_with_failures(backend: Backend) -> None:
              if isinstance(r, toolfs.FsError)}
     # get_many's paths come from a listing: on object stores a missing one is not_found
     # without the "is it a directory?" requests a read makes to explain a 404
-    listed_dir = "not_found" if backend.name in ("s3", "gcs", "azure") else "not_a_file"
+    listed_dir = "not_found" if isinstance(backend, _CloudBackend) else "not_a_file"
     assert codes == {"missing.txt": "not_found", "d": listed_dir}
     for n, (_, r) in zip(names, out, strict=True):
         if n.startswith("f"):
@@ -170,7 +177,7 @@ def test_get_many_in_order_with_failures(backend: Backend) -> None:
 # -- cloud: requests counted at the server --------------------------------------------
 
 
-@pytest.fixture(params=["s3", "gcs", "azure"])
+@pytest.fixture(params=["s3", "seaweedfs", "gcs", "azure"])
 def cloud(request: pytest.FixtureRequest) -> Any:
     b: Backend = request.getfixturevalue(f"{request.param}_backend")
     b.setup()

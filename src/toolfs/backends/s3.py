@@ -14,6 +14,22 @@
   parent is a file (``not_a_file``); a 404 on a read is explained the same way, and a
   missing bucket is ``not_found`` naming the bucket. Updates cost one request as before.
 
+S3 implementations differ; proven on moto (as AWS answers) and SeaweedFS (tests/
+test_s3_differences.py), both handled to the same outcome:
+
+* ``If-Match`` on a missing key (put or delete): AWS 404, SeaweedFS 412; both ``stale``.
+* ``If-None-Match: *`` on a key SeaweedFS's filer holds as a folder (an empty one stays
+  after its last file is deleted): 412 although no object exists. On a 412 from a
+  SeaweedFS gateway (its ``Server`` header) the create checks: no object and nothing
+  below ``key/`` means the empty folder is removed and the same conditional create is
+  sent once more; files below make it ``not_a_file``; an object makes it ``stale``.
+  Never an unconditional write. The 412s look alike, so a refused create on SeaweedFS
+  costs one ``HeadObject`` more than on AWS.
+* A "directory" outlives its last file on SeaweedFS (listed by ``ls``, as on a local
+  disk); on AWS the prefix goes with its last object.
+* SeaweedFS's ETags are the same quoted MD5s, its conditional puts are atomic under
+  concurrent requests, and it honours ``If-Match`` on ``DeleteObject``.
+
 Requests go straight to s3fs's aiobotocore client rather than through ``_call_s3``:
 ``_call_s3`` drops parameters its botocore does not know (an old botocore would turn a
 conditional put into an unconditional one without a word) and retries connection errors
@@ -283,6 +299,7 @@ class S3Store(AsyncStore):
                 raise conflict
         client = await self._client()
         conflicts = connection_failures = 0
+        folder_dropped = False
         # Unless aiohttp's hidden resend is off, any put may have been sent twice.
         retried = not _hidden_resends_off(client)
         while True:
@@ -317,11 +334,45 @@ class S3Store(AsyncStore):
                             raise _backend_error(path, check) from check
                         if own is not None:
                             return own
+                    if (status == 412 and isinstance(mode, Create) and not folder_dropped
+                            and _from_seaweedfs(exc)):
+                        # SeaweedFS refuses If-None-Match on a key its filer holds as a
+                        # folder, even an empty one (left by the folder's last file):
+                        # no object is there, so S3 semantics say the create may go on.
+                        try:
+                            folder_dropped = await self._drop_empty_folder(bucket, key, path)
+                        except FsError:
+                            raise
+                        except Exception as check:
+                            raise _backend_error(path, check) from check
+                        if folder_dropped:
+                            continue  # the same conditional create, once more
                     what = {Create: "was created by someone else",
                             Update: "changed" if status != 404 else "was deleted"}
                     raise fs_error("stale", f"{path} {what.get(type(mode), 'changed')}",
                                    path=path) from exc
                 raise _backend_error(path, exc) from exc
+
+    async def _drop_empty_folder(self, bucket: str, key: str, path: str) -> bool:
+        """After SeaweedFS refused a create with 412: True if ``key`` held no object, only
+        an empty folder, now removed (the create may be retried, still conditional);
+        False if an object is there (the 412 was a real one); ``not_a_file`` if files
+        lie below ``key/`` (it is a directory)."""
+        client = await self._client()
+        try:
+            await client.head_object(Bucket=bucket, Key=key)
+        except Exception as exc:
+            if status_of(exc) != 404:
+                raise
+        else:
+            return False
+        below = await client.list_objects_v2(Bucket=bucket, Prefix=key + "/", MaxKeys=2)
+        if any(obj["Key"] != key + "/" for obj in below.get("Contents", ())):
+            raise fs_error("not_a_file", f"{path} is a directory", path=path)
+        # On SeaweedFS a key ending in "/" names the folder itself; deleting it removes
+        # the entry (the filer refuses to delete a folder that is not empty).
+        await client.delete_object(Bucket=bucket, Key=key + "/")
+        return True
 
     async def _own_write(self, bucket: str, key: str, data: bytes) -> FileVersion | None:
         """The current version if the object holds exactly ``data`` (single-part ETag = MD5).
@@ -403,6 +454,16 @@ def _hidden_resends_off(client: Any) -> bool:
             return False
         session._retry_connection = False
     return True
+
+
+def _from_seaweedfs(exc: BaseException) -> bool:
+    """Whether the error response came from a SeaweedFS S3 gateway (its ``Server``
+    header), whose 412 may mean "a folder is there" rather than "an object is there"."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return False
+    headers = response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+    return str(headers.get("server", "")).startswith("SeaweedFS")
 
 
 def _s3_code(exc: BaseException) -> str:

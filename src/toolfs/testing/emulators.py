@@ -673,6 +673,12 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
     def _forward(self) -> None:
         recorded = False
         answered = False
+        if self.headers.get("Expect", "").lower() == "100-continue":
+            # S3 clients (aiobotocore) send the body of a PUT only after "100 Continue";
+            # the proxy asks for the body itself and relays it without the expectation.
+            del self.headers["Expect"]
+            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self.wfile.flush()
         backend = http.client.HTTPConnection(_HOST, self.server.backend_port, timeout=_HTTP_TIMEOUT)
         try:
             backend.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
