@@ -47,7 +47,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -57,10 +56,8 @@ from typing import TYPE_CHECKING, Any
 from toolfs.testing.emulators import (
     _HOST,
     RecordedRequest,
-    _Emulator,
     _log_tail,
-    _ProxyServer,
-    _RequestLog,
+    _ProxiedEmulator,
     _spawn_python_child,
 )
 
@@ -164,7 +161,7 @@ def azurite_unavailable(version: str = AZURITE_VERSION) -> str | None:
     return None
 
 
-class AzuriteEmulator(_Emulator):
+class AzuriteEmulator(_ProxiedEmulator):
     """Azurite's blob service (in-memory) behind an in-process counting proxy.
 
     ``endpoint_url`` is the proxy; Azurite itself listens on another 127.0.0.1 port,
@@ -189,10 +186,6 @@ class AzuriteEmulator(_Emulator):
         super().__init__(startup_timeout=startup_timeout)
         self._binary = Path(binary) if binary is not None else None
         self._version = version
-        self._log = _RequestLog()
-        self._proxy: _ProxyServer | None = None
-        self._proxy_thread: threading.Thread | None = None
-        self._backend_url: str | None = None
         self.account_name = ACCOUNT_NAME
         self.account_key = ACCOUNT_KEY
 
@@ -200,9 +193,7 @@ class AzuriteEmulator(_Emulator):
 
     def _launch(self, workdir: Path) -> str:
         binary = self._binary or ensure_azurite(self._version)
-        proxy = _ProxyServer(self._log)
-        self._proxy = proxy
-        endpoint = f"http://{_HOST}:{proxy.server_port}"
+        endpoint = self._open_proxy()
         log_path = workdir / "server.log"
         command = [
             str(binary),
@@ -217,12 +208,7 @@ class AzuriteEmulator(_Emulator):
         # In memory, Azurite writes no files; the supervisor (a small Python parent)
         # kills it when this process goes away, however it ends.
         self._process = _spawn_python_child(["_supervise", *command], log_path)
-        port = self._wait_ready(log_path)
-        proxy.backend_port = port
-        self._backend_url = f"http://{_HOST}:{port}"
-        self._proxy_thread = threading.Thread(
-            target=proxy.serve_forever, name="toolfs-azurite-proxy", daemon=True)
-        self._proxy_thread.start()
+        self._serve_proxy(self._wait_ready(log_path))
         return endpoint
 
     def _wait_ready(self, log_path: Path) -> int:
@@ -238,31 +224,10 @@ class AzuriteEmulator(_Emulator):
                                    f"\n{_log_tail(log_path)}")
             time.sleep(0.02)
 
-    def _shutdown(self) -> None:
-        if self._proxy is not None:
-            if self._proxy_thread is not None:
-                self._proxy.shutdown()
-                self._proxy_thread.join(timeout=5)
-            self._proxy.server_close()
-        self._proxy = None
-        self._proxy_thread = None
-        self._backend_url = None
-
-    def _backend(self) -> str:
-        if self._backend_url is None:
-            raise RuntimeError("AzuriteEmulator is not running; call start() first")
-        return self._backend_url
-
-    # -- request log ---------------------------------------------------------------
-
     def requests(self) -> list[RecordedRequest]:
-        """Requests received since start or the last reset/clear, in order (paths are
-        ``/devstoreaccount1/container/blob``)."""
-        return self._log.snapshot()
-
-    def clear_requests(self) -> None:
-        """Forget the recorded requests, keeping containers and blobs."""
-        self._log.clear()
+        """Requests received through ``endpoint_url`` since start or the last reset/clear,
+        in order (paths are ``/devstoreaccount1/container/blob``)."""
+        return super().requests()
 
     # -- housekeeping (straight to Azurite, not logged) -------------------------------
 

@@ -760,7 +760,60 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
             backend.send(f"{size:x}\r\n".encode() + data + b"\r\n")
 
 
-class GCSEmulator(_Emulator):
+class _ProxiedEmulator(_Emulator):
+    """An emulator whose clients go through an in-process counting proxy
+    (:class:`_ProxyServer`): the request log is kept there, and housekeeping goes to the
+    server directly (:meth:`_backend`), so it never shows up in the log."""
+
+    def __init__(self, *, startup_timeout: float) -> None:
+        super().__init__(startup_timeout=startup_timeout)
+        self._log = _RequestLog()
+        self._proxy: _ProxyServer | None = None
+        self._proxy_thread: threading.Thread | None = None
+        self._backend_url: str | None = None
+
+    def _open_proxy(self) -> str:
+        """Bind the proxy (before the server starts, so that the server can be told the
+        URL its clients use); the proxy's endpoint."""
+        self._proxy = _ProxyServer(self._log)
+        return f"http://{_HOST}:{self._proxy.server_port}"
+
+    def _serve_proxy(self, backend_port: int) -> None:
+        """Start forwarding to the server, now listening on ``backend_port``."""
+        assert self._proxy is not None
+        self._proxy.backend_port = backend_port
+        self._backend_url = f"http://{_HOST}:{backend_port}"
+        self._proxy_thread = threading.Thread(
+            target=self._proxy.serve_forever, name=f"toolfs-{self._kind}-proxy", daemon=True)
+        self._proxy_thread.start()
+
+    def _shutdown(self) -> None:
+        if self._proxy is not None:
+            if self._proxy_thread is not None:
+                self._proxy.shutdown()
+                self._proxy_thread.join(timeout=5)
+            self._proxy.server_close()
+        self._proxy = None
+        self._proxy_thread = None
+        self._backend_url = None
+
+    def _backend(self) -> str:
+        """The server itself, bypassing the proxy (requests not logged)."""
+        if self._backend_url is None:
+            raise RuntimeError(f"{type(self).__name__} is not running; call start() first")
+        return self._backend_url
+
+    def requests(self) -> list[RecordedRequest]:
+        """Requests received through ``endpoint_url`` since start or the last reset/clear,
+        in order."""
+        return self._log.snapshot()
+
+    def clear_requests(self) -> None:
+        """Forget the recorded requests, keeping the stored data."""
+        self._log.clear()
+
+
+class GCSEmulator(_ProxiedEmulator):
     """fake-gcs-server (in-memory backend) behind an in-process counting proxy.
 
     ``endpoint_url`` is the proxy; the server itself listens on another
@@ -788,16 +841,10 @@ class GCSEmulator(_Emulator):
         super().__init__(startup_timeout=startup_timeout)
         self._binary = Path(binary) if binary is not None else None
         self.project = project
-        self._log = _RequestLog()
-        self._proxy: _ProxyServer | None = None
-        self._proxy_thread: threading.Thread | None = None
-        self._backend_url: str | None = None
 
     def _launch(self, workdir: Path) -> str:
         binary = self._binary or _fake_gcs_binary()
-        proxy = _ProxyServer(self._log)
-        self._proxy = proxy
-        endpoint = f"http://{_HOST}:{proxy.server_port}"
+        endpoint = self._open_proxy()
         log_path = workdir / "server.log"
         last_error: Exception | None = None
         for _attempt in range(3):
@@ -820,12 +867,7 @@ class GCSEmulator(_Emulator):
                 _terminate(self._process)
                 self._process = None
                 continue
-            proxy.backend_port = port
-            self._backend_url = f"http://{_HOST}:{port}"
-            self._proxy_thread = threading.Thread(
-                target=proxy.serve_forever, name="toolfs-gcs-proxy", daemon=True
-            )
-            self._proxy_thread.start()
+            self._serve_proxy(port)
             return endpoint
         raise RuntimeError(f"fake-gcs-server failed to start: {last_error}")
 
@@ -843,29 +885,6 @@ class GCSEmulator(_Emulator):
                     f"{_log_tail(log_path)}"
                 )
             time.sleep(0.02)
-
-    def _shutdown(self) -> None:
-        if self._proxy is not None:
-            if self._proxy_thread is not None:
-                self._proxy.shutdown()
-                self._proxy_thread.join(timeout=5)
-            self._proxy.server_close()
-        self._proxy = None
-        self._proxy_thread = None
-        self._backend_url = None
-
-    def _backend(self) -> str:
-        if self._backend_url is None:
-            raise RuntimeError("GCSEmulator is not running; call start() first")
-        return self._backend_url
-
-    def requests(self) -> list[RecordedRequest]:
-        """Requests received since start or the last reset/clear, in order."""
-        return self._log.snapshot()
-
-    def clear_requests(self) -> None:
-        """Forget the recorded requests, keeping buckets and objects."""
-        self._log.clear()
 
     def reset(self) -> None:
         """Delete every bucket and object and clear the request log."""
@@ -911,17 +930,22 @@ class GCSEmulator(_Emulator):
         return filesystem
 
 
-def _run_supervisor(command: list[str]) -> int:
+def _run_supervisor(command: list[str], *, kill: bool = False) -> int:
     """Child entry point: run ``command`` until this process is told to stop.
 
     A foreign binary cannot watch our stdin, so this small Python parent does
-    it for fake-gcs-server and kills it when the test process goes away.
+    it (for fake-gcs-server, Azurite, SeaweedFS) and stops the server when the
+    test process goes away: with SIGTERM, or with SIGKILL when ``kill`` (a
+    server that does not exit on SIGTERM, and whose store is about to be removed).
     """
     process = subprocess.Popen(command)
 
     def stop(*_: object) -> None:
         with contextlib.suppress(OSError):
-            process.terminate()
+            if kill:
+                process.kill()
+            else:
+                process.terminate()
 
     signal.signal(signal.SIGTERM, stop)
 

@@ -47,7 +47,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -55,13 +54,11 @@ from typing import TYPE_CHECKING, Any
 
 from toolfs.testing.emulators import (
     _HOST,
-    RecordedRequest,
-    _Emulator,
     _free_port,
     _http,
     _log_tail,
-    _ProxyServer,
-    _RequestLog,
+    _ProxiedEmulator,
+    _run_supervisor,
     _terminate,
 )
 
@@ -111,7 +108,7 @@ def weed_binary() -> Path:
         f"(toolfs's test extra has it) or set {_WEED_BINARY_ENV} to a weed executable")
 
 
-class SeaweedFSEmulator(_Emulator):
+class SeaweedFSEmulator(_ProxiedEmulator):
     """``weed server`` (master, volume, filer, S3 gateway) behind a counting proxy.
 
     SeaweedFS is a concurrent server: unlike moto here, many requests are served at
@@ -132,10 +129,6 @@ class SeaweedFSEmulator(_Emulator):
         """
         super().__init__(startup_timeout=startup_timeout)
         self._binary = Path(binary) if binary is not None else None
-        self._log = _RequestLog()
-        self._proxy: _ProxyServer | None = None
-        self._proxy_thread: threading.Thread | None = None
-        self._direct: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -150,9 +143,7 @@ class SeaweedFSEmulator(_Emulator):
             # directly (never through the counting proxy), needs no signing library.
             {"name": "anonymous", "actions": ["Admin", "Read", "Write", "List"]},
         ]}))
-        proxy = _ProxyServer(self._log)
-        self._proxy = proxy
-        endpoint = f"http://{_HOST}:{proxy.server_port}"
+        endpoint = self._open_proxy()
         log_path = workdir / "server.log"
         last_error: Exception | None = None
         for attempt in range(3):
@@ -195,11 +186,7 @@ class SeaweedFSEmulator(_Emulator):
                 self._process = None
                 continue
             _share_one_collection(f"http://{_HOST}:{ports['filer'][0]}")
-            proxy.backend_port = ports["s3"][0]
-            self._direct = direct
-            self._proxy_thread = threading.Thread(
-                target=proxy.serve_forever, name="toolfs-seaweedfs-proxy", daemon=True)
-            self._proxy_thread.start()
+            self._serve_proxy(ports["s3"][0])
             return endpoint
         raise RuntimeError(f"SeaweedFS failed to start: {last_error}")
 
@@ -223,32 +210,12 @@ class SeaweedFSEmulator(_Emulator):
                                    f"\n{_log_tail(log_path)}")
             time.sleep(0.1)
 
-    def _shutdown(self) -> None:
-        if self._proxy is not None:
-            if self._proxy_thread is not None:
-                self._proxy.shutdown()
-                self._proxy_thread.join(timeout=5)
-            self._proxy.server_close()
-        self._proxy = None
-        self._proxy_thread = None
-        self._direct = None
-
     @property
     def direct_endpoint_url(self) -> str:
         """The S3 gateway itself, bypassing the counting proxy (requests not logged)."""
-        if self._direct is None:
-            raise RuntimeError("SeaweedFSEmulator is not running; call start() first")
-        return self._direct
+        return self._backend()
 
-    # -- request log and housekeeping -------------------------------------------------
-
-    def requests(self) -> list[RecordedRequest]:
-        """Requests received through ``endpoint_url`` since start or the last reset/clear."""
-        return self._log.snapshot()
-
-    def clear_requests(self) -> None:
-        """Forget the recorded requests, keeping buckets and objects."""
-        self._log.clear()
+    # -- housekeeping ------------------------------------------------------------------
 
     def reset(self) -> None:
         """Delete every bucket (with its objects) and clear the request log."""
@@ -318,7 +285,7 @@ def _share_one_collection(filer: str) -> None:
 
 
 def _spawn_supervised(command: list[str], log_path: Path, *, cwd: Path) -> subprocess.Popen[bytes]:
-    """Run ``command`` under a small supervisor child (:func:`_supervise`, which kills it
+    """Run ``command`` under a small supervisor child (``_run_supervisor``, which kills it
     when this process goes away, even on SIGKILL), in ``cwd``, with SeaweedFS's settings."""
     # SeaweedFS reads master.toml settings from WEED_-prefixed variables: grow one
     # volume at a time (the default, seven per bucket, would fill a test store).
@@ -334,36 +301,6 @@ def _spawn_supervised(command: list[str], log_path: Path, *, cwd: Path) -> subpr
             # Ctrl-C in a terminal goes to the whole process group; the parent must be
             # the one to stop the server, so that it can clean up.
             start_new_session=True)
-
-
-def _supervise(command: list[str]) -> int:
-    """Child entry point: run ``command`` until this process is told to stop, then kill it.
-
-    ``weed server`` does not exit on SIGTERM while its filer's metadata subscriptions are
-    open (a graceful gRPC stop that waits for them), and its store is a temporary
-    directory about to be removed, so it is killed outright: on SIGTERM, or when stdin
-    (a pipe from the test process) closes because that process died.
-    """
-    process = subprocess.Popen(command)
-
-    def stop(*_: object) -> None:
-        with contextlib.suppress(OSError):
-            process.kill()
-
-    signal.signal(signal.SIGTERM, stop)
-
-    def watch() -> None:
-        with contextlib.suppress(Exception):
-            while sys.stdin.buffer.read(4096):
-                pass
-        stop()
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-    try:
-        return process.wait()
-    finally:
-        stop()
-        process.wait()
 
 
 def _serve_demo() -> int:
@@ -382,7 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point: with no arguments, run an emulator until interrupted."""
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["_supervise"] and len(args) > 1:
-        return _supervise(args[1:])
+        # ``weed server`` does not exit on SIGTERM while its filer's metadata
+        # subscriptions are open, and its store is about to be removed: kill it.
+        return _run_supervisor(args[1:], kill=True)
     if not args or args == ["serve"]:
         return _serve_demo()
     print("usage: python -m toolfs.testing.seaweedfs [serve]", file=sys.stderr)
