@@ -450,6 +450,23 @@ def test_local_symlinks_and_special_files(local: LocalBackend, tmp_path: Any) ->
         assert shape(local, list(store.list_dir(f"{root}/d"))) == {
             ("d/inner.txt", "file", 2), ("d/rel-link.txt", "file", 5),
             ("d/loop", "dir", None), ("d/up", "dir", None)}
+        # Each listed link names the real file its bytes are read from.
+        targets = {e.path: e.target for e in store.list_files(root) if e.target}
+        real = os.path.realpath(os.path.join(root, "real.txt"))
+        assert targets == {os.path.join(root, "link.txt"): real,
+                           os.path.join(root, "d", "rel-link.txt"): real}
+        # grep and glob reach a link inside the root under its own name, and search the
+        # file it reaches; links that lead outside, dangle or loop are not there at all.
+        ws = local.workspace()
+        (outside / "secret.txt").write_bytes(b"real! secret")
+        found = ws.grep("real!", output_mode="content")
+        assert sorted(m.path for m in found.matches) == [
+            "d/rel-link.txt", "link.txt", "real.txt"]
+        assert found.skipped == {}, found.skipped
+        assert sorted(ws.glob("**/*.txt").paths) == [
+            "d/inner.txt", "d/rel-link.txt", "link.txt", "real.txt"]
+        denied = local.workspace(deny=["real.txt"])
+        assert denied.grep("real!").files == []  # the links reach a denied file
         # A start that resolves outside the root is refused.
         for call in (store.list_files, store.list_dir):
             with pytest.raises(toolfs.FsError) as exc:

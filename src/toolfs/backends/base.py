@@ -71,6 +71,9 @@ class Entry:
     """Modification time, seconds since the epoch; ``None`` where the backend has none."""
     version: FileVersion | None = None
     """The version, where the listing carries one (S3 ETag, GCS generation)."""
+    target: str | None = None
+    """For a symlink the store lists (local: one resolving inside the root), the path
+    it reaches, which is where its bytes are read from; ``path`` stays the link's."""
 
 
 @dataclass(frozen=True)

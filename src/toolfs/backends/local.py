@@ -177,21 +177,24 @@ class LocalStore(Store):
             raise fs_error("outside_root", f"{path} is outside {self.root}", path=path)
         return path
 
-    def _linked(self, entry: os.DirEntry[str]) -> os.stat_result | None:
-        """The target's stat for a symlink that resolves inside the root; ``None`` for
-        a dangling, looping or outside-pointing link."""
+    def _linked(self, entry: os.DirEntry[str]) -> tuple[os.stat_result, str] | None:
+        """The target's stat and real path for a symlink that resolves inside the root;
+        ``None`` for a dangling, looping or outside-pointing link."""
         try:
             st = entry.stat()  # follows the link
         except OSError:
             return None
-        return st if self._inside(os.path.realpath(entry.path)) else None
+        real = os.path.realpath(entry.path)
+        return (st, real) if self._inside(real) else None
 
     def list_files(self, prefix: str, *, sizes: bool = True) -> Iterator[Entry]:
         """An ``os.scandir`` walk: symlinked directories are never followed (no loops,
         no escapes); a symlinked file counts only if it resolves inside the root (with
         its target's size and mtime, under the link's own path); FIFOs, sockets and
         devices are skipped. A missing prefix or a file lists nothing. ``sizes=False``
-        spares the stat of each regular file (its entry has no size or mtime)."""
+        spares the stat of each regular file (its entry has no size or mtime). A link's
+        entry names its real path as ``target``: reads go there, since the store never
+        follows a symlink itself."""
         start = self._listable(prefix)
         stack = [start]
         while stack:
@@ -206,11 +209,13 @@ class LocalStore(Store):
                 for entry in it:
                     if is_temp_name(entry.name):
                         continue  # a crashed write's leftover, not a file of the tree
+                    target: str | None = None
                     try:
                         if entry.is_symlink():
-                            st = self._linked(entry)
-                            if st is None or not _is_regular(st):
+                            linked = self._linked(entry)
+                            if linked is None or not _is_regular(linked[0]):
                                 continue
+                            st, target = linked
                         elif entry.is_dir(follow_symlinks=False):
                             stack.append(entry.path)
                             continue
@@ -225,7 +230,7 @@ class LocalStore(Store):
                     except OSError:
                         continue  # removed between the listing and the stat
                     yield Entry(path=entry.path, kind="file", size=st.st_size,
-                                mtime=st.st_mtime)
+                                mtime=st.st_mtime, target=target)
 
     def list_dir(self, path: str) -> Iterator[Entry]:
         """One ``os.scandir``: directories (a symlinked one only if it resolves inside
@@ -242,20 +247,22 @@ class LocalStore(Store):
             for entry in it:
                 if is_temp_name(entry.name):
                     continue
+                target: str | None = None
                 try:
                     if entry.is_symlink():
-                        st = self._linked(entry)
-                        if st is None:
+                        linked = self._linked(entry)
+                        if linked is None:
                             continue
+                        st, target = linked
                     else:
                         st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
                 if stat.S_ISDIR(st.st_mode):
-                    yield Entry(path=entry.path, kind="dir", mtime=st.st_mtime)
+                    yield Entry(path=entry.path, kind="dir", mtime=st.st_mtime, target=target)
                 elif _is_regular(st):
                     yield Entry(path=entry.path, kind="file", size=st.st_size,
-                                mtime=st.st_mtime)
+                                mtime=st.st_mtime, target=target)
 
     # -- reading ------------------------------------------------------------------
 

@@ -74,6 +74,8 @@ class Found:
     rel: str
     """Path relative to the listed directory (the ``path`` argument), escaped too."""
     backend_path: str
+    """Where the bytes are: the wrapped filesystem's path (a listed symlink's target,
+    the key the ledger records a read of it under)."""
     kind: Literal["file", "dir"]
     size: int | None
     mtime: float | None
@@ -729,8 +731,9 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         display = rel if target.is_root else f"{escape_undecodable(target.display)}/{rel}"
         if not self.visible(display, name):
             return None
-        return Found(path=display, rel=rel, backend_path=name, kind=entry.kind,
-                     size=entry.size, mtime=entry.mtime)
+        # A listed symlink is read where it leads, as `resolve` reads a path through it.
+        return Found(path=display, rel=rel, backend_path=entry.target or name,
+                     kind=entry.kind, size=entry.size, mtime=entry.mtime)
 
     def list_files(self, path: str | None = None, *, prefix: str = "",
                    sizes: bool = True) -> Iterator[Found]:
