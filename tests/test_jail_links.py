@@ -60,3 +60,34 @@ def test_resolution_matches_realpath(tmp_path: pathlib.Path, rel: str, via_link:
     target = jail.resolve(rel)
     assert target.backend_path == expected
     assert target.reached == jail.display_of(expected)
+
+
+def test_a_parent_of_the_root_swapped_for_a_link_is_noticed(tmp_path: pathlib.Path) -> None:
+    """realpath re-resolved the root's parents on every call; the jail now stats the
+    root once per call and falls back to realpath when it is no longer the directory
+    it resolved at construction."""
+    parent = tmp_path / "parent"
+    (parent / "root").mkdir(parents=True)
+    (parent / "root" / "f.txt").write_text("mine")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "root").mkdir(parents=True)
+    (elsewhere / "root" / "f.txt").write_text("theirs")
+    jail = Jail(str(parent / "root"), ("file", "local"), resolve_symlinks=True)
+    assert jail.resolve("f.txt").backend_path == str(parent / "root" / "f.txt")
+    parent.rename(tmp_path / "moved")
+    os.symlink(elsewhere, parent)  # the root's path now leads elsewhere
+    for rel in ("f.txt", "new.txt"):
+        with pytest.raises(FsError) as exc:
+            jail.resolve(rel)
+        assert exc.value.code == "outside_root"
+
+
+def test_a_re_created_root_keeps_working(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    jail = Jail(str(root), ("file", "local"), resolve_symlinks=True)
+    root.rmdir()
+    root.mkdir()
+    (root / "f.txt").write_text("x")
+    assert jail.resolve("f.txt").backend_path == str(root / "f.txt")
+    assert jail.resolve("f.txt").reached == "f.txt"

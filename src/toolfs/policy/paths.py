@@ -72,6 +72,7 @@ class Jail:
         root = root.rstrip("/") if root not in ("", "/") else root
         self.root = root
         self.real_root = os.path.realpath(root) if resolve_symlinks else root
+        self._root_id = _identity(self.real_root) if resolve_symlinks else None
         self.protocols = protocols
 
     def join(self, rel: str) -> str:
@@ -163,14 +164,19 @@ class Jail:
         a missing component (nothing below it can be a link). The root's own real path
         was resolved once, at construction; re-resolving it and its parents on every
         call (``realpath`` of the whole path) was the largest per-call cost of a small
-        local write. The local store then walks the result with ``O_NOFOLLOW``."""
+        local write; one ``stat`` of the root (below) still notices a parent swapped for
+        a symlink. The local store then walks the result with ``O_NOFOLLOW``."""
         root = self.real_root
         base = root if root.endswith("/") else root + "/"
-        if not rel:
-            return root
-        walked = base + rel
+        walked = base + rel if rel else root
         at = len(base)
-        while True:
+        # One stat of the root by its path (the kernel walks it, in C): if that is no
+        # longer the directory resolved at construction (a parent swapped for a
+        # symlink, the root re-created), resolve the whole path as realpath does.
+        same_root = self._root_id is not None and _identity(root) == self._root_id
+        if same_root and not rel:
+            return root
+        while same_root:
             slash = walked.find("/", at)
             part = walked if slash < 0 else walked[:slash]
             try:
@@ -183,7 +189,6 @@ class Jail:
                 return walked
             at = slash + 1
         real = os.path.realpath(walked)
-        root = self.real_root
         if real != root and not real.startswith(root.rstrip("/") + "/"):
             raise fs_error("outside_root",
                            f"{shown!r} resolves through a symlink to outside the root",
@@ -199,3 +204,12 @@ class Jail:
             if backend_path.startswith(prefix):
                 return backend_path[len(prefix):]
         return backend_path
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """``(device, inode)`` of what ``path`` names now (links followed), or ``None``."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
