@@ -385,32 +385,14 @@ class _Workers:
             return  # a waiting worker takes it
         with self._lock:
             if len(self._threads) < self._max and not self._closed:
-                thread = threading.Thread(target=self._work, daemon=True,
-                                          name=f"toolfs_{len(self._threads)}")
+                # The thread holds the pool weakly (as the executor's do): an
+                # AsyncWorkspace dropped without close() lets its threads end.
+                q = self._queue
+                owner = weakref.ref(self, lambda _, q=q: q.put(None))  # type: ignore[misc]
+                thread = threading.Thread(target=_work, args=(owner, q, self._idle),
+                                          daemon=True, name=f"toolfs_{len(self._threads)}")
                 self._threads.append(thread)
                 thread.start()
-
-    def _work(self) -> None:
-        get = self._queue.get
-        while True:
-            item = get()
-            if item is None:  # shutdown: pass it on to the next worker
-                self._queue.put(None)
-                return
-            future, fn, args = item
-            del item
-            if future.cancelled():  # cancelled before it started: never run, as the
-                del future, fn, args  # executor skips a cancelled work item
-                self._idle.release()
-                continue
-            try:
-                outcome: tuple[bool, Any] = (True, fn(*args))
-            except BaseException as exc:  # handed to the caller, as an executor does
-                outcome = (False, exc)
-            with contextlib.suppress(RuntimeError):  # the caller's loop is closed
-                future.get_loop().call_soon_threadsafe(_settle, future, outcome)
-            del future, fn, args, outcome
-            self._idle.release()
 
     def shutdown(self, *, wait: bool = False) -> None:
         """No new calls; the workers exit once the queue is drained."""
@@ -423,6 +405,33 @@ class _Workers:
         if wait:
             for thread in threads:
                 thread.join()
+
+
+def _work(owner: weakref.ref[_Workers], q: queue.SimpleQueue[Any],
+          idle: threading.Semaphore) -> None:
+    """A worker's loop: run queued calls until the pool shuts down or is dropped."""
+    get = q.get
+    while True:
+        item = get()
+        if item is None:  # shutdown (or the pool was dropped): pass it on, then end
+            q.put(None)
+            return
+        future, fn, args = item
+        del item
+        if future.cancelled():  # cancelled before it started: never run, as the
+            del future, fn, args  # executor skips a cancelled work item
+            idle.release()
+            continue
+        try:
+            outcome: tuple[bool, Any] = (True, fn(*args))
+        except BaseException as exc:  # handed to the caller, as an executor does
+            outcome = (False, exc)
+        with contextlib.suppress(RuntimeError):  # the caller's loop is closed
+            future.get_loop().call_soon_threadsafe(_settle, future, outcome)
+        del future, fn, args, outcome
+        idle.release()
+        if owner() is None:
+            return
 
 
 def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
