@@ -430,7 +430,10 @@ class LocalStore(Store):
     def put(self, path: str, data: bytes, mode: PutMode) -> FileVersion:
         dfd, name = self._walk(path, create=True)
         try:
-            fcntl.flock(dfd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(dfd, fcntl.LOCK_EX)
+            except OSError as exc:  # ENOLCK on some network filesystems
+                raise _translate(exc, path) from exc
             try:
                 self._put_locked(dfd, name, path, data, mode)
             finally:
