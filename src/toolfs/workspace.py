@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import functools
+import atexit
+import contextlib
 import json
+import queue
+import threading
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -289,17 +292,17 @@ class AsyncWorkspace:
     def __init__(self, url: str | AbstractFileSystem | Workspace,
                  storage_options: Mapping[str, Any] | None = None, *,
                  max_workers: int = 32,
-                 _pool: concurrent.futures.ThreadPoolExecutor | None = None,
+                 _pool: _Workers | None = None,
                  **options: Any) -> None:
         self.sync = url if isinstance(url, Workspace) else Workspace(
             url, storage_options, **options)
         self._owns_pool = _pool is None
-        self._pool = _pool or concurrent.futures.ThreadPoolExecutor(
-            max_workers=max_workers, thread_name_prefix="toolfs")
+        self._pool = _pool or _Workers(max_workers)
 
-    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._pool.submit(future, fn, args)
+        return await future
 
     async def run(self, fn: Callable[[PolicyFileSystem], T]) -> T:
         """:meth:`Workspace.run` on a worker thread: ``fn(fs)`` may block."""
@@ -354,9 +357,112 @@ class AsyncWorkspace:
         return AsyncWorkspace(self.sync.new_context(**overrides), _pool=self._pool)
 
     def close(self) -> None:
-        """Release the worker threads (those of the context that created them)."""
+        """Release the worker threads (those of the context that created them); calls
+        already running finish."""
         if self._owns_pool:
-            self._pool.shutdown(wait=False)
+            self._pool.shutdown()
+
+
+class _Workers:
+    """The worker threads of an :class:`AsyncWorkspace` and the contexts made from it.
+
+    A lighter hop than ``loop.run_in_executor``: one ``SimpleQueue`` of
+    ``(future, fn, args)``, and the result handed back with one
+    ``call_soon_threadsafe`` (no ``concurrent.futures.Future`` and no chained
+    callbacks). Threads start on demand, up to ``max_workers``, and wait on the queue;
+    like the executor's, they finish the call they are running at interpreter exit.
+    """
+
+    def __init__(self, max_workers: int) -> None:
+        if max_workers < 1:
+            raise ValueError("max_workers must be at least 1")
+        self._max = max_workers
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        _live_workers.add(self)
+
+    def submit(self, future: asyncio.Future[T], fn: Callable[..., T],
+               args: tuple[Any, ...]) -> None:
+        """Run ``fn(*args)`` on a worker; its outcome settles ``future`` on its loop."""
+        if self._closed:
+            raise RuntimeError("this AsyncWorkspace is closed")
+        self._queue.put((future, fn, args))
+        if self._idle.acquire(blocking=False):
+            return  # a waiting worker takes it
+        with self._lock:
+            if len(self._threads) < self._max and not self._closed:
+                # The thread holds the pool weakly (as the executor's do): an
+                # AsyncWorkspace dropped without close() lets its threads end.
+                q = self._queue
+                owner = weakref.ref(self, lambda _, q=q: q.put(None))  # type: ignore[misc]
+                thread = threading.Thread(target=_work, args=(owner, q, self._idle),
+                                          daemon=True, name=f"toolfs_{len(self._threads)}")
+                self._threads.append(thread)
+                thread.start()
+
+    def shutdown(self, *, wait: bool = False) -> None:
+        """No new calls; the workers exit once the queue is drained."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            threads = list(self._threads)
+        self._queue.put(None)
+        if wait:
+            for thread in threads:
+                thread.join()
+
+
+def _work(owner: weakref.ref[_Workers], q: queue.SimpleQueue[Any],
+          idle: threading.Semaphore) -> None:
+    """A worker's loop: run queued calls until the pool shuts down or is dropped."""
+    get = q.get
+    while True:
+        item = get()
+        if item is None:  # shutdown (or the pool was dropped): pass it on, then end
+            q.put(None)
+            return
+        future, fn, args = item
+        del item
+        if future.cancelled():  # cancelled before it started: never run, as the
+            del future, fn, args  # executor skips a cancelled work item
+            idle.release()
+            continue
+        try:
+            outcome: tuple[bool, Any] = (True, fn(*args))
+        except BaseException as exc:  # handed to the caller, as an executor does
+            outcome = (False, exc)
+        with contextlib.suppress(RuntimeError):  # the caller's loop is closed
+            future.get_loop().call_soon_threadsafe(_settle, future, outcome)
+        del future, fn, args, outcome
+        idle.release()
+        if owner() is None:
+            return
+
+
+def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
+    if future.cancelled():
+        return
+    ok, value = outcome
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+_live_workers: weakref.WeakSet[_Workers] = weakref.WeakSet()
+
+
+@atexit.register
+def _finish_running_calls() -> None:
+    """At interpreter exit, let every worker finish the call it is running (a write
+    half done would leave a temp file), as ``concurrent.futures`` does for its
+    threads."""
+    for workers in list(_live_workers):
+        workers.shutdown(wait=True)
 
 
 def _validated(model: type[T], **fields: Any) -> T:

@@ -13,7 +13,13 @@ Atomic across threads and processes on one machine (POSIX ``flock``):
 
 A crash at any point leaves the old or the new content, never a torn file. A crash
 between 3 and 5 can leave a temp file (``.NAME.toolfs-tmp-*``, or a hashed name for
-names too long to extend); the next successful write of NAME removes it.
+names too long to extend); it is never listed or read, and the next successful write of
+NAME removes it. That write looks for leftovers (a ``listdir``, O(directory)) unless this
+store's own last write of NAME there left the directory with the mtime and ctime it still
+has: creating a temp file changes both, so nothing can have been left since. (On a
+filesystem whose directory timestamps are coarser than the time between two writes, a
+temp file created in the same tick as that write is removed by the first write of NAME
+after the directory changes again, or by another store's first write.)
 
 Only regular files are read or replaced: a FIFO, socket or device is opened with
 ``O_NONBLOCK`` and refused (``not_a_file``) before anything is read from it, so no call
@@ -51,6 +57,7 @@ from toolfs.versions import FileVersion
 _TMP_MARK = ".toolfs-tmp-"
 _NAME_MAX = 255
 _TMP_RANDOM = 12  # hex characters of randomness after the prefix
+_CLEAN_MEMORY = 4096  # directories (per file name) a store remembers as swept
 
 
 def _read_to_end(fd: int, expected: int) -> bytes:
@@ -128,22 +135,30 @@ class LocalStore(Store):
             raise fs_error("not_found", f"the workspace root {root} is not a directory",
                            path=root)
         self.folds_case = _folds_case(self.root or "/")
+        # (dev, inode, name) -> the directory's (mtime_ns, ctime_ns) just after this
+        # store's last write of `name` there left no temp file behind (see _note_clean).
+        self._clean: dict[tuple[int, int, str], tuple[int, int]] = {}
 
     # -- path walking ---------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _parent_fd(self, path: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
-        """Yield ``(fd of the parent directory, file name)``, walked symlink-free."""
-        path = os.path.normpath(path)
+    def _walk(self, path: str, *, create: bool = False) -> tuple[int, str]:
+        """``(fd of the parent directory, file name)``, walked symlink-free from the root;
+        the caller closes the fd. Errors leave as :class:`FsError`."""
+        # The policy hands over normalised paths below the root: no normpath then.
+        if not _is_normal(path):
+            path = os.path.normpath(path)
         root = self.root or "/"
         prefix = root if root.endswith(os.sep) else root + os.sep
-        # The policy hands over normalised paths below the root: slicing is relpath then
-        # (relpath, for anything else, also answers "outside").
+        # Slicing is relpath for those (relpath, for anything else, also answers
+        # "outside").
         rel = path[len(prefix):] if path.startswith(prefix) else os.path.relpath(path, root)
         if rel in ("", ".") or rel.startswith(".." + os.sep) or rel == "..":
             raise fs_error("outside_root", f"{path} is outside {root}", path=path)
         *dirs, name = rel.split(os.sep)
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            raise _translate(exc, path) from exc
         try:
             for i, part in enumerate(dirs):
                 try:
@@ -156,6 +171,18 @@ class LocalStore(Store):
                     nfd = _open_dir(part, fd, path, os.path.join(root, *dirs[: i + 1]))
                 os.close(fd)
                 fd = nfd
+        except BaseException as exc:
+            os.close(fd)
+            if isinstance(exc, OSError) and not isinstance(exc, FsError):
+                raise _translate(exc, path) from exc
+            raise
+        return fd, name
+
+    @contextlib.contextmanager
+    def _parent_fd(self, path: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
+        """Yield ``(fd of the parent directory, file name)``, walked symlink-free."""
+        fd, name = self._walk(path, create=create)
+        try:
             yield fd, name
         except FsError:
             raise
@@ -408,46 +435,75 @@ class LocalStore(Store):
             raise fs_error("stale", f"{path} changed", path=path)
 
     def put(self, path: str, data: bytes, mode: PutMode) -> FileVersion:
-        with self._parent_fd(path, create=True) as (dfd, name):
-            fcntl.flock(dfd, fcntl.LOCK_EX)
+        dfd, name = self._walk(path, create=True)
+        try:
             try:
-                st = self._stat(dfd, name, path)
-                if isinstance(mode, Update) and st is None:
-                    raise fs_error("stale", f"{path} was deleted", path=path)
-                if isinstance(mode, Create) and st is not None:
-                    raise fs_error("stale", f"{path} was created by someone else",
-                                   path=path)
-                _remove_leftovers(dfd, name)
-                tmp = f"{temp_prefix(name)}{secrets.token_hex(_TMP_RANDOM // 2)}"
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                             0o666, dir_fd=dfd)
-                try:
-                    try:
-                        if st is not None:
-                            os.fchmod(fd, stat.S_IMODE(st.st_mode))
-                        view = memoryview(data)
-                        while view:
-                            view = view[os.write(fd, view):]
-                        os.fsync(fd)
-                    finally:
-                        os.close(fd)
-                    # The last look before the swap (see the module docstring, step 4).
-                    self._check(dfd, name, path, mode)
-                    os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-                except BaseException:
-                    with contextlib.suppress(OSError):
-                        os.unlink(tmp, dir_fd=dfd)
-                    raise
-                os.fsync(dfd)
-            except FsError:
-                raise
-            except OSError as exc:
+                fcntl.flock(dfd, fcntl.LOCK_EX)
+            except OSError as exc:  # ENOLCK on some network filesystems
                 raise _translate(exc, path) from exc
+            try:
+                self._put_locked(dfd, name, path, data, mode)
             finally:
                 fcntl.flock(dfd, fcntl.LOCK_UN)
+        finally:
+            os.close(dfd)
         if len(data) <= self.size_cap:
             return FileVersion.of_bytes(data)
         return self.get(path, length=0).version
+
+    def _put_locked(self, dfd: int, name: str, path: str, data: bytes,
+                    mode: PutMode) -> None:
+        """Steps 3-5 of the module docstring, with the directory lock held."""
+        try:
+            st = self._stat(dfd, name, path)
+            if isinstance(mode, Update) and st is None:
+                raise fs_error("stale", f"{path} was deleted", path=path)
+            if isinstance(mode, Create) and st is not None:
+                raise fs_error("stale", f"{path} was created by someone else",
+                               path=path)
+            dir_st = os.fstat(dfd)
+            key = (dir_st.st_dev, dir_st.st_ino, name)
+            if self._clean.pop(key, None) != (dir_st.st_mtime_ns, dir_st.st_ctime_ns):
+                _remove_leftovers(dfd, name)
+            tmp = f"{temp_prefix(name)}{secrets.token_hex(_TMP_RANDOM // 2)}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                         0o666, dir_fd=dfd)
+            try:
+                try:
+                    if st is not None:
+                        os.fchmod(fd, stat.S_IMODE(st.st_mode))
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                # The last look before the swap (see the module docstring, step 4).
+                self._check(dfd, name, path, mode)
+                os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=dfd)
+                raise
+            os.fsync(dfd)
+            # No temp file of `name` is left in the directory as it is now: until the
+            # directory changes again (any entry created, removed or renamed), the next
+            # write here need not look for leftovers (see _note_clean).
+            self._note_clean(key, os.fstat(dfd))
+        except FsError:
+            raise
+        except OSError as exc:
+            raise _translate(exc, path) from exc
+
+    def _note_clean(self, key: tuple[int, int, str], dir_st: os.stat_result) -> None:
+        """Remember that the directory ``key`` names held no leftover of its file at the
+        stamps of ``dir_st``. Creating a temp file changes the directory's mtime and
+        ctime, so a later write that finds the same stamps knows nothing was created
+        there since (a crashed writer's temp file included) and skips the ``listdir``.
+        Bounded: the memory is dropped whole when full (the next writes sweep again)."""
+        if len(self._clean) >= _CLEAN_MEMORY:
+            self._clean.clear()
+        self._clean[key] = (dir_st.st_mtime_ns, dir_st.st_ctime_ns)
 
     def delete(self, path: str, mode: Update | Overwrite) -> None:
         with self._parent_fd(path) as (dfd, name):

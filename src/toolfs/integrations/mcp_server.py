@@ -73,6 +73,12 @@ _RESULT_MODELS: dict[str, type[BaseModel]] = {
     "read": ReadResult, "write": WriteResult, "edit": EditResult,
     "glob": GlobResult, "grep": GrepResult, "ls": ListResult,
 }
+# What a CallToolResult's wire form holds beyond content/structuredContent/isError (the
+# SDK's defaults, e.g. resultType), taken from the model so a new SDK keeps them right.
+_CALL_RESULT_DEFAULTS: dict[str, Any] = {
+    k: v for k, v in types.CallToolResult(content=[], is_error=False).model_dump(
+        by_alias=True, mode="json", exclude_none=True).items()
+    if k not in ("content", "structuredContent", "isError")}
 _INSTRUCTIONS = ("File tools over one workspace: find files (glob, grep, ls), then read, "
                  "write and edit text files by paths relative to the workspace root.")
 
@@ -161,7 +167,10 @@ class ToolfsMCP:
         self._session_contexts: set[AsyncWorkspace] = set()
         self.server: Server[Any] = Server(
             name, version=__version__, instructions=_INSTRUCTIONS,
-            on_list_tools=self._list_tools, on_call_tool=self._call_tool,
+            on_list_tools=self._list_tools,
+            # The SDK types the handler as returning a CallToolResult; it serialises any
+            # handler result, and a dict is taken as the wire form (see _call_tool).
+            on_call_tool=self._call_tool,  # type: ignore[arg-type]
             get_tool_input_schema=_input_schema_of)
         self.server.add_request_handler("server/discover", types.RequestParams, self._discover)
 
@@ -172,7 +181,8 @@ class ToolfsMCP:
         return types.ListToolsResult(tools=self.tools)
 
     async def _call_tool(self, ctx: ServerRequestContext[Any],
-                         params: types.CallToolRequestParams) -> types.CallToolResult:
+                         params: types.CallToolRequestParams) -> dict[str, Any]:
+        """A ``CallToolResult`` in its wire form (camelCase keys)."""
         if params.name not in self._enabled:
             # MCP reports an unknown tool as a protocol error; bad arguments are tool errors.
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name[:50]!r}")
@@ -185,10 +195,15 @@ class ToolfsMCP:
             # Credentials are masked in error texts only: a result's content is the
             # file's bytes, and masking them there would corrupt the model's next edit.
             text, structured = self.redact.message(text), self.redact.data(structured)
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=escape_undecodable(text))],
-            structured_content=escape_undecodable_data(structured),
-            is_error=output.is_error)
+        # The wire form directly: the SDK validates a handler's result for the wire either
+        # way (its result sieve), so building a CallToolResult here only to dump it again
+        # was a second pydantic round trip per call.
+        result: dict[str, Any] = {
+            **_CALL_RESULT_DEFAULTS,
+            "content": [{"type": "text", "text": escape_undecodable(text)}],
+            "structuredContent": escape_undecodable_data(structured),
+            "isError": output.is_error}
+        return result
 
     async def _discover(self, ctx: ServerRequestContext[Any],
                         params: types.RequestParams) -> types.DiscoverResult:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,6 +72,7 @@ class Jail:
         root = root.rstrip("/") if root not in ("", "/") else root
         self.root = root
         self.real_root = os.path.realpath(root) if resolve_symlinks else root
+        self._root_id = _identity(self.real_root) if resolve_symlinks else None
         self.protocols = protocols
 
     def join(self, rel: str) -> str:
@@ -98,13 +100,12 @@ class Jail:
         rel = self._relative(path, shown)
         parts = [p for p in rel.split("/") if p != "."] if rel else []
         rel = "/".join(parts)
-        backend = self.join(rel)
         if self.resolve_symlinks:
-            backend = self._resolve_links(backend, shown)
+            backend = self._resolve_links(rel, shown)
             reached = self.display_of(backend)
             return Target(backend_path=backend, display=rel or ".",
                           resolved=reached if reached != (rel or ".") else "")
-        return Target(backend_path=backend, display=rel or ".")
+        return Target(backend_path=self.join(rel), display=rel or ".")
 
     def _relative(self, path: str, shown: str) -> str:
         def outside(why: str) -> Exception:
@@ -157,9 +158,37 @@ class Jail:
                 return path[len(root) + 1:]
         raise outside("it does not lie inside the root")
 
-    def _resolve_links(self, backend: str, shown: str) -> str:
-        real = os.path.realpath(backend)
+    def _resolve_links(self, rel: str, shown: str) -> str:
+        """The real path of ``root/rel``: below the root, one ``lstat`` per component
+        until a symlink (then ``realpath`` of the whole path, checked to stay inside) or
+        a missing component (nothing below it can be a link). The root's own real path
+        was resolved once, at construction; re-resolving it and its parents on every
+        call (``realpath`` of the whole path) was the largest per-call cost of a small
+        local write; one ``stat`` of the root (below) still notices a parent swapped for
+        a symlink. The local store then walks the result with ``O_NOFOLLOW``."""
         root = self.real_root
+        base = root if root.endswith("/") else root + "/"
+        walked = base + rel if rel else root
+        at = len(base)
+        # One stat of the root by its path (the kernel walks it, in C): if that is no
+        # longer the directory resolved at construction (a parent swapped for a
+        # symlink, the root re-created), resolve the whole path as realpath does.
+        same_root = self._root_id is not None and _identity(root) == self._root_id
+        if same_root and not rel:
+            return root
+        while same_root:
+            slash = walked.find("/", at)
+            part = walked if slash < 0 else walked[:slash]
+            try:
+                mode = os.lstat(part).st_mode
+            except OSError:
+                return walked  # missing (or a file where a directory should be)
+            if stat.S_ISLNK(mode):
+                break
+            if slash < 0:
+                return walked
+            at = slash + 1
+        real = os.path.realpath(walked)
         if real != root and not real.startswith(root.rstrip("/") + "/"):
             raise fs_error("outside_root",
                            f"{shown!r} resolves through a symlink to outside the root",
@@ -175,3 +204,12 @@ class Jail:
             if backend_path.startswith(prefix):
                 return backend_path[len(prefix):]
         return backend_path
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """``(device, inode)`` of what ``path`` names now (links followed), or ``None``."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
