@@ -141,16 +141,16 @@ def test_langchain_async_failure_is_an_error_tool_message() -> None:
                                         "args": {"file_path": "a.txt"}}))
     assert isinstance(message, ToolMessage)
     assert message.status == "error"
-    assert message.content == ("Error [backend_error]: RuntimeError: cannot schedule new "
-                               "futures after shutdown\nThe storage backend failed; "
-                               "retrying later may help.")
+    assert message.content == ("Error [backend_error]: RuntimeError: this AsyncWorkspace "
+                               "is closed\nThe storage backend failed; retrying later may "
+                               "help.")
 
 
 def test_deep_agents_async_failures_are_error_results() -> None:
     ws = fresh("da-closed")
     ws.write("a.txt", "hi\n")
     b = ToolfsBackend(closed(ws))
-    text = ("[backend_error]: RuntimeError: cannot schedule new futures after shutdown\n"
+    text = ("[backend_error]: RuntimeError: this AsyncWorkspace is closed\n"
             "The storage backend failed; retrying later may help.")
 
     async def every_call() -> list[Any]:
