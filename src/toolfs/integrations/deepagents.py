@@ -426,17 +426,14 @@ class ToolfsBackend(BackendProtocol):
             self._guarded(lambda fs: fs.rm_file(rel))
         except FsError as err:
             if err.code == "not_observed":
-                # Say why precisely: it is missing, or a directory, or simply unread.
+                # Missing, or simply unread (rm_file itself says not_a_file for a
+                # directory): Deep Agents words a missing file its own way.
                 try:
                     exists = self._guarded(lambda fs: fs.exists(rel))
-                    is_dir = exists and self._guarded(lambda fs: fs.isdir(rel))
                 except FsError:
-                    exists, is_dir = True, False
+                    exists = True
                 if not exists:
                     return DeleteResult(error=f"Error: '{file_path}' not found")
-                if is_dir:
-                    err = fs_error("denied", f"{rel} is a directory; only files are deleted, "
-                                   "one by one, each after it was read", path=rel)
             elif err.code == "not_found":
                 return DeleteResult(error=f"Error: '{file_path}' not found")
             return DeleteResult(error=self._text(err, prefixed=False))
