@@ -33,9 +33,16 @@ def escape_undecodable_data(value: Any) -> Any:
         return {escape_undecodable(k) if isinstance(k, str) else k: escape_undecodable_data(v)
                 for k, v in value.items()}
     if isinstance(value, list | tuple):
-        if value and set(map(type, value)) == {str} and _valid("".join(value)):
-            # A list of clean strings (a read's lines): one check in C, not one per item.
-            return list(value)
+        if value and type(value[0]) is str:
+            try:
+                joined = "".join(value)  # a TypeError unless every item is a str
+            except TypeError:
+                pass
+            else:
+                if _valid(joined):
+                    # A list of clean strings (a read's lines): one check in C, not one
+                    # per item.
+                    return list(value)
         return [escape_undecodable_data(v) for v in value]
     return value
 

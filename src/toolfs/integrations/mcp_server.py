@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import json
+import logging
 import os
 import socket
 import stat
@@ -33,13 +35,18 @@ from typing import Any
 
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
+from pydantic_core import from_json, to_json
 
 try:
     import mcp.types as types
+    import mcp_types.methods as wire_methods
+    from mcp.server._otel import OpenTelemetryMiddleware
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
     from mcp.shared.exceptions import MCPError
+    from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
     from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+    from opentelemetry import trace
     from starlette.responses import JSONResponse
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 except ImportError as exc:
@@ -48,8 +55,8 @@ except ImportError as exc:
 
 from toolfs import __version__
 from toolfs.errors import ErrorCode
-from toolfs.escaping import escape_undecodable, escape_undecodable_data
 from toolfs.redact import Redactor
+from toolfs.render import ToolOutput
 from toolfs.results import (
     EditResult,
     GlobResult,
@@ -63,6 +70,8 @@ from toolfs.workspace import AsyncWorkspace, Workspace
 
 __all__ = ["BearerAuth", "SessionLimit", "ToolError", "ToolfsMCP", "check_token", "endpoint_url",
            "mcp_tools", "output_schema"]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8765
 DEFAULT_MAX_SESSIONS = 64
@@ -110,7 +119,7 @@ def output_schema(tool: str) -> dict[str, Any]:
             # schema.
             if prop.pop("items", None) == {"type": "string"}:
                 prop["description"] = _LINE_ARRAYS[model, field]
-    return {
+    schema = {
         "type": "object",
         # The branches exclude each other (ok is true or false): anyOf says the same as
         # oneOf and lets a validator stop at the branch that matches.
@@ -120,8 +129,52 @@ def output_schema(tool: str) -> dict[str, Any]:
             {"properties": {"ok": {"const": False}, "error": {"$ref": "#/$defs/ToolError"}},
              "required": ["ok", "error"], "additionalProperties": False},
         ],
-        "$defs": defs,
     }
+    compact: dict[str, Any] = _compact(schema, defs)
+    return compact
+
+
+# Keywords that constrain only instances of one JSON type: ``{"type": T, ...these}`` or
+# null accepts exactly what ``{"type": [T, "null"], ...these}`` accepts.
+_TYPE_KEYWORDS: dict[str, frozenset[str]] = {
+    "object": frozenset({"properties", "additionalProperties", "required",
+                         "patternProperties", "propertyNames"}),
+    "array": frozenset({"items", "prefixItems", "minItems", "maxItems"}),
+    "string": frozenset({"minLength", "maxLength", "pattern"}),
+    "integer": frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}),
+    "number": frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}),
+    "boolean": frozenset(),
+}
+_ANNOTATIONS = frozenset({"description", "default"})
+
+
+def _compact(node: Any, defs: dict[str, Any]) -> Any:
+    """``node`` with the same meaning in a shape that validates with fewer steps.
+
+    A client checks every result against the output schema, and each schema node it
+    enters costs it a validator object: ``$ref`` s to ``$defs`` are inlined (the result
+    models are not recursive), ``anyOf: [{type: T, ...}, {type: null}]`` becomes
+    ``type: [T, "null"]`` when the other keywords constrain only ``T`` instances, and
+    ``title`` s (pydantic's restatement of each field name) are dropped."""
+    if isinstance(node, list):
+        return [_compact(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and len(node) == 1:
+        return _compact(defs[ref.removeprefix("#/$defs/")], defs)
+    out = {k: _compact(v, defs) for k, v in node.items() if k != "title"}
+    branches = out.get("anyOf")
+    if isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches:
+        other = branches[1 - branches.index({"type": "null"})]
+        kind = other.get("type")
+        if (isinstance(kind, str) and kind in _TYPE_KEYWORDS
+                and set(other) - {"type"} <= _TYPE_KEYWORDS[kind] | _ANNOTATIONS
+                and not set(other) & set(out)):
+            del out["anyOf"]
+            out.update(other)
+            out["type"] = [kind, "null"]
+    return out
 
 
 _LINE_ARRAYS: dict[tuple[str, str], str] = {
@@ -164,6 +217,8 @@ class ToolfsMCP:
         self.tools = mcp_tools(tools)
         self._enabled = frozenset(t.name for t in self.tools)
         self._stream_context: AsyncWorkspace | None = None
+        self._lane_calls = 0
+        """Calls a stdio lane answered without the SDK's dispatch (for tests)."""
         self._session_contexts: set[AsyncWorkspace] = set()
         self.server: Server[Any] = Server(
             name, version=__version__, instructions=_INSTRUCTIONS,
@@ -187,23 +242,23 @@ class ToolfsMCP:
             # MCP reports an unknown tool as a protocol error; bad arguments are tool errors.
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name[:50]!r}")
         output = await self._context(ctx).execute(params.name, params.arguments or {})
+        # The wire form directly: the SDK validates a handler's result for the wire either
+        # way (its result sieve), so building a CallToolResult here only to dump it again
+        # was a second pydantic round trip per call.
+        return self._wire_result(output)
+
+    def _wire_result(self, output: ToolOutput) -> dict[str, Any]:
+        """``output`` as a ``CallToolResult`` in its wire form, credentials masked in errors."""
         # Both parts hold no more than the workspace's output budget, and every string is
-        # valid Unicode: a lone surrogate (an undecodable file name) would kill the
-        # transport's writer, and with it the whole stdio session.
+        # valid Unicode (ToolOutput escapes lone surrogates, e.g. of an undecodable file
+        # name, which would kill the transport's writer and the whole stdio session).
         text, structured = output.text, output.to_dict()
         if output.is_error:
             # Credentials are masked in error texts only: a result's content is the
             # file's bytes, and masking them there would corrupt the model's next edit.
             text, structured = self.redact.message(text), self.redact.data(structured)
-        # The wire form directly: the SDK validates a handler's result for the wire either
-        # way (its result sieve), so building a CallToolResult here only to dump it again
-        # was a second pydantic round trip per call.
-        result: dict[str, Any] = {
-            **_CALL_RESULT_DEFAULTS,
-            "content": [{"type": "text", "text": escape_undecodable(text)}],
-            "structuredContent": escape_undecodable_data(structured),
-            "isError": output.is_error}
-        return result
+        return {**_CALL_RESULT_DEFAULTS, "content": [{"type": "text", "text": text}],
+                "structuredContent": structured, "isError": output.is_error}
 
     async def _discover(self, ctx: ServerRequestContext[Any],
                         params: types.RequestParams) -> types.DiscoverResult:
@@ -230,12 +285,29 @@ class ToolfsMCP:
                 connection.exit_stack.callback(self._end_session, context)
             return context
         if ctx.request is None:  # stdio: the process serves exactly one client
-            if self._stream_context is None:
-                self._stream_context = self.workspace.new_context()
-            return self._stream_context
+            return self._stream()
         raise MCPError(types.INVALID_REQUEST,
                        "toolfs keeps what each agent has read per MCP session; open a session "
                        "(initialize handshake) instead of sending stateless requests")
+
+    def _stream(self) -> AsyncWorkspace:
+        """The execution context of the stream (stdio) this server serves."""
+        if self._stream_context is None:
+            self._stream_context = self.workspace.new_context()
+        return self._stream_context
+
+    def _serves_calls_as_built(self) -> bool:
+        """Whether ``tools/call`` still runs exactly as this class set it up: its own
+        handler, no cache hint, and no middleware but the SDK's OpenTelemetry span with
+        no tracer installed (so the span would record nothing)."""
+        entry = self.server.get_request_handler("tools/call")
+        middleware = self.server.middleware
+        return (entry is not None and entry.handler == self._call_tool
+                and "tools/call" not in self.server.cache_hints
+                and all(type(m) is OpenTelemetryMiddleware for m in middleware)
+                and (not middleware or isinstance(trace.get_tracer_provider(),
+                                                  trace.ProxyTracerProvider
+                                                  | trace.NoOpTracerProvider)))
 
     def _end_session(self, context: AsyncWorkspace) -> None:
         """The session ended (closed, expired or dropped): release its context."""
@@ -254,11 +326,27 @@ class ToolfsMCP:
         from mcp.server.stdio import stdio_server
 
         try:
-            async with _pipes() as pipes, stdio_server(*pipes) as (read, write):
-                await self.server.run(read, write, self.server.create_initialization_options())
+            async with _pipes() as pipes:
+                if pipes is not None:
+                    await self._serve_pipes(*pipes)
+                    return
+                async with stdio_server() as (read, write):
+                    await self.server.run(read, write,
+                                          self.server.create_initialization_options())
         finally:
             if self._stream_context is not None:
                 self._stream_context.close()
+
+    async def _serve_pipes(self, reader: asyncio.StreamReader,
+                           writer: asyncio.StreamWriter) -> None:
+        """Serve one client over event-loop pipe streams, through a :class:`_StdioLane`."""
+        from mcp.server.stdio import stdio_server
+
+        # The lane stands in for the SDK's anyio file wrappers: it has the async
+        # iteration, write and flush that stdio_server uses of them.
+        lane: Any = _StdioLane(self, reader, writer)
+        async with stdio_server(lane, lane) as (read, write):
+            await self.server.run(read, write, self.server.create_initialization_options())
 
     def http_app(self, *, token: str, host: str = "127.0.0.1", path: str = "/mcp",
                  max_sessions: int = DEFAULT_MAX_SESSIONS) -> ASGIApp:
@@ -309,33 +397,208 @@ _LINE_LIMIT = 1 << 30
 JSON-escaped, fits many times over)."""
 
 
-class _PipeLines:
-    """Lines of a pipe, read by the event loop itself (no worker thread per line)."""
+RequestId = int | str
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+
+class _StdioLane:
+    """The wire of one stdio client, between the pipes and the SDK's stdio transport.
+
+    The SDK's transport reads lines from it (``async for``) and writes messages to it
+    (``write`` + ``flush``), all on the event loop. A ``tools/call`` that the SDK would
+    serve exactly as it is built here (see :meth:`ToolfsMCP._serves_calls_as_built`) is
+    answered by the lane itself instead: the same handler result, put through the SDK's
+    own result sieve for the protocol version, without the SDK's per-message dispatch
+    (model validation of the message, a relay task, middleware, a second dump), which
+    cost more per call than the reference server's whole answer. Everything else
+    (initialize, tools/list, ping, a call of an unknown tool, malformed params, ...)
+    goes to the SDK, and so does the stream's first request, from which the SDK (and
+    the lane) decide the protocol era. Calls run concurrently, as the SDK runs them; a
+    call the client cancels is never answered; at end of input the calls in flight
+    finish and are answered before the SDK sees the end.
+    """
+
+    def __init__(self, owner: ToolfsMCP, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+        self._owner = owner
         self._reader = reader
+        self._writer = writer
+        self._modern: bool | None = None
+        """The protocol era: decided by the stream's first request, as the SDK decides it."""
+        self._version: str | None = None
+        """The handshake era's protocol version, once an ``initialize`` was answered."""
+        self._initializing: list[RequestId] = []
+        self._calls: dict[tuple[type, RequestId], asyncio.Task[None]] = {}
 
-    def __aiter__(self) -> _PipeLines:
+    # -- the SDK's side: lines in, messages out -------------------------------------
+
+    def __aiter__(self) -> _StdioLane:
         return self
 
     async def __anext__(self) -> str:
-        line = await self._reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", "replace")
-
-
-class _PipeWriter:
-    """Text written to a pipe by the event loop (``flush`` waits until it is taken)."""
-
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self._writer = writer
+        while True:
+            line = await self._reader.readline()
+            if not line:
+                # Answer what is in flight before the SDK sees the end (and closes).
+                while self._calls:
+                    await asyncio.wait(list(self._calls.values()))
+                raise StopAsyncIteration
+            if not self._took(line):
+                return line.decode("utf-8", "replace")
 
     async def write(self, text: str) -> None:
+        if self._initializing:
+            self._saw_answer(text)
         self._writer.write(text.encode("utf-8"))
 
     async def flush(self) -> None:
         await self._writer.drain()
+
+    # -- the lane -----------------------------------------------------------------
+
+    def _took(self, line: bytes) -> bool:
+        """Whether the lane handles this line itself (a call, or its cancellation)."""
+        try:
+            message = from_json(line)
+        except ValueError:
+            return False  # the SDK answers a parse error
+        if not isinstance(message, dict):
+            return False
+        method = message.get("method")
+        request_id = message.get("id")
+        if not isinstance(method, str):
+            return False
+        if request_id is None:  # a notification
+            return method == "notifications/cancelled" and self._cancel(message.get("params"))
+        if method == "initialize":
+            self._initializing.append(request_id)
+        if self._modern is None:
+            params = message.get("params")
+            meta = params.get("_meta") if isinstance(params, dict) else None
+            self._modern = (method != "initialize" and isinstance(meta, dict)
+                            and types.PROTOCOL_VERSION_META_KEY in meta)
+            return False
+        if method != "tools/call":
+            return False
+        call = self._eligible(message)
+        if call is None:
+            return False
+        key = (type(request_id), request_id)
+        self._owner._lane_calls += 1
+        task = asyncio.get_running_loop().create_task(self._answer(request_id, *call))
+        self._calls[key] = task
+        task.add_done_callback(lambda _: self._calls.pop(key, None))
+        return True
+
+    def _eligible(self, message: dict[str, Any]) -> tuple[str, dict[str, Any], str] | None:
+        """``(tool, arguments, protocol version)`` of a call the lane may answer, or
+        ``None`` to leave it to the SDK (which also answers every malformed one)."""
+        request_id, params = message["id"], message.get("params")
+        if (type(request_id) not in (int, str) or (type(request_id), request_id) in self._calls
+                or message.get("jsonrpc") != "2.0"
+                or not message.keys() <= {"jsonrpc", "id", "method", "params"}
+                or not isinstance(params, dict)
+                or params.get("name") not in self._owner._enabled
+                or not self._owner._serves_calls_as_built()):
+            return None
+        if self._modern:
+            route = classify_inbound_request({"method": "tools/call", "params": params})
+            if isinstance(route, InboundLadderRejection):
+                return None
+            version = route.protocol_version
+        else:
+            meta = params.get("_meta")
+            if self._version is None or (isinstance(meta, dict)
+                                         and types.PROTOCOL_VERSION_META_KEY in meta):
+                return None  # not initialized, or an envelope the SDK refuses here
+            version = self._version
+        try:  # the SDK's own check of the request for this protocol version
+            wire_methods.validate_client_request("tools/call", version, params)
+        except (ValueError, KeyError):  # ValidationError is a ValueError
+            return None
+        arguments = params.get("arguments")
+        return params["name"], arguments if arguments is not None else {}, version
+
+    async def _answer(self, request_id: RequestId, tool: str, arguments: dict[str, Any],
+                      version: str) -> None:
+        try:
+            output = await self._owner._stream().execute(tool, arguments)
+        except asyncio.CancelledError:
+            return  # the client cancelled it: never answered (as the SDK does)
+        try:
+            answer: dict[str, Any] = {"result": self._result(output, version)}
+        except Exception:  # a result the SDK's sieve refuses: as the SDK answers it
+            logger.exception("the %s result does not fit the wire", tool)
+            answer = {"error": {"code": types.INTERNAL_ERROR,
+                                "message": "Handler returned an invalid result"}}
+        data = to_json({"jsonrpc": "2.0", "id": request_id, **answer})
+        try:
+            self._writer.write(data + b"\n")
+            await self._writer.drain()
+        except (ConnectionError, RuntimeError):
+            logger.debug("dropped the answer to %r: the client closed the wire", request_id)
+
+    def _result(self, output: ToolOutput, version: str) -> dict[str, Any]:
+        """The wire result the SDK would send for ``output`` at ``version``."""
+        wire = self._owner._wire_result(output)
+        keys = _sieved_keys(version)
+        if keys is not None:
+            result = {k: wire[k] for k in keys}
+        else:
+            result = wire_methods.serialize_server_result("tools/call", version, wire)
+        if version in MODERN_PROTOCOL_VERSIONS:
+            result.setdefault("resultType", "complete")
+            result["_meta"] = {types.SERVER_INFO_META_KEY: self._owner.server.server_info_stamp}
+        return result
+
+    def _cancel(self, params: Any) -> bool:
+        """Cancel a call of the lane's that the client gave up on (else: the SDK's)."""
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if not isinstance(request_id, int | str):
+            return False
+        task = self._calls.get((type(request_id), request_id))
+        if task is None:
+            return False
+        task.cancel()
+        return True
+
+    def _saw_answer(self, text: str) -> None:
+        """Note the protocol version an ``initialize`` answer agrees on."""
+        try:
+            message = json.loads(text)
+        except ValueError:
+            return
+        request_id = message.get("id") if isinstance(message, dict) else None
+        if request_id not in self._initializing:
+            return
+        self._initializing.remove(request_id)
+        result = message.get("result")
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        if not self._modern and version in HANDSHAKE_PROTOCOL_VERSIONS:
+            self._version = version
+
+
+@functools.cache
+def _sieved_keys(version: str) -> tuple[str, ...] | None:
+    """The members of a toolfs call result that the SDK's result sieve keeps at
+    ``version``, if it keeps them unchanged and drops the rest; else ``None``.
+
+    The sieve validates a result against the version's schema and dumps it again, which
+    for a read's lines costs more than picking the members. It is run once per version
+    on a result of the shape :meth:`ToolfsMCP._wire_result` builds (text content, a
+    nested dict with a list, a null and a bool as structured content), and trusted only
+    if it changes nothing of it but which members it keeps.
+    """
+    probe: dict[str, Any] = {
+        **_CALL_RESULT_DEFAULTS, "content": [{"type": "text", "text": "x\ty"}],
+        "structuredContent": {"ok": True, "result": {"lines": ["a", ""], "n": 1, "cut": None,
+                                                     "version": {"kind": "sha256"}}},
+        "isError": False}
+    try:
+        sieved = wire_methods.serialize_server_result("tools/call", version, probe)
+    except (ValueError, KeyError):
+        return None
+    kept = tuple(k for k in probe if k in sieved)
+    return kept if sieved == {k: probe[k] for k in kept} else None
 
 
 def _is_pipe(fd: int) -> bool:
@@ -349,18 +612,17 @@ def _is_pipe(fd: int) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def _pipes() -> AsyncIterator[tuple[Any, Any]]:
-    """``(stdin, stdout)`` for the SDK's ``stdio_server`` when both are pipes (as an MCP
-    client spawns a server): served by the event loop, which spares the SDK's two worker-
-    thread round trips per message. As the SDK does, fds 0 and 1 point at the null device
-    and at stderr meanwhile, so stray output cannot corrupt the wire, and are restored
-    after. ``(None, None)`` (the SDK's own transport) for anything else, and on Windows."""
+async def _pipes() -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter] | None]:
+    """Event-loop streams over stdin and stdout when both are pipes (as an MCP client
+    spawns a server), which spares the SDK's two worker-thread round trips per message.
+    As the SDK does, fds 0 and 1 point at the null device and at stderr meanwhile, so
+    stray output cannot corrupt the wire, and are restored after. ``None`` (the SDK's
+    own transport) for anything else, and on Windows."""
     if sys.platform == "win32" or not (_is_pipe(0) and _is_pipe(1)):
-        yield None, None
+        yield None
         return
     import fcntl  # POSIX only
 
-    loop = asyncio.get_running_loop()
     wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
     wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
     transports: list[asyncio.BaseTransport] = []
@@ -371,17 +633,10 @@ async def _pipes() -> AsyncIterator[tuple[Any, Any]]:
         os.dup2(2, 1)
         # The transports get descriptors of their own (they close them at EOF); wire_in
         # and wire_out stay open to put the wire back on 0 and 1.
-        reader = asyncio.StreamReader(limit=_LINE_LIMIT)
-        read_transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader),
-            os.fdopen(fcntl.fcntl(wire_in, fcntl.F_DUPFD_CLOEXEC, 3), "rb", buffering=0))
-        transports.append(read_transport)
-        write_transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin,
-            os.fdopen(fcntl.fcntl(wire_out, fcntl.F_DUPFD_CLOEXEC, 3), "wb", buffering=0))
-        transports.append(write_transport)
-        writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
-        yield _PipeLines(reader), _PipeWriter(writer)
+        reader, writer = await _connect_pipes(
+            fcntl.fcntl(wire_in, fcntl.F_DUPFD_CLOEXEC, 3),
+            fcntl.fcntl(wire_out, fcntl.F_DUPFD_CLOEXEC, 3), transports)
+        yield reader, writer
     finally:
         for transport in transports:
             transport.close()
@@ -393,6 +648,21 @@ async def _pipes() -> AsyncIterator[tuple[Any, Any]]:
                 # The event loop made the wire's open file non-blocking; it is shared.
                 os.set_blocking(fd, True)
             os.close(wire)
+
+
+async def _connect_pipes(read_fd: int, write_fd: int, transports: list[asyncio.BaseTransport]
+                         ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Event-loop streams that own ``read_fd`` and ``write_fd``; their transports are
+    appended to ``transports``, for the caller to close."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=_LINE_LIMIT)
+    read_transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0))
+    transports.append(read_transport)
+    write_transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(write_fd, "wb", buffering=0))
+    transports.append(write_transport)
+    return reader, asyncio.StreamWriter(write_transport, protocol, None, loop)
 
 
 def endpoint_url(host: str, port: int, path: str = "/mcp") -> str:

@@ -1,0 +1,296 @@
+"""The stdio lane: ``tools/call`` answered without the SDK's dispatch, exactly as the SDK
+would answer it.
+
+A raw JSON-RPC client speaks to a :class:`ToolfsMCP` served in this process over two
+real pipes (the shape ``toolfs serve`` has under an MCP client). The same script runs
+once with the lane and once with it switched off by a pass-through middleware (the
+server then answers every call through the SDK), and every answer must be identical.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from fsspec.implementations.memory import MemoryFileSystem
+
+import toolfs
+from toolfs.backends.memory import MemoryStore
+from toolfs.integrations.mcp_server import ToolfsMCP, _connect_pipes
+
+LEGACY = "2025-06-18"
+MODERN = "2026-07-28"
+ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class Wire:
+    """A raw JSON-RPC client on the other ends of the server's pipes."""
+
+    def __init__(self, server: ToolfsMCP, modern: bool) -> None:
+        self.server = server
+        self.modern = modern
+        self.next_id = 100
+        self.early: list[dict[str, Any]] = []
+
+    async def start(self) -> None:
+        c2s_r, self._c2s_w = os.pipe()
+        s2c_r, s2c_w = os.pipe()
+        self._transports: list[asyncio.BaseTransport] = []
+        reader, writer = await _connect_pipes(c2s_r, s2c_w, self._transports)
+        self._serving = asyncio.get_running_loop().create_task(
+            self.server._serve_pipes(reader, writer))
+        self._answers = asyncio.StreamReader(limit=1 << 26)
+        transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(self._answers),
+            os.fdopen(s2c_r, "rb", buffering=0))
+        self._transports.append(transport)
+
+    def send(self, message: dict[str, Any]) -> None:
+        os.write(self._c2s_w, json.dumps(message).encode() + b"\n")
+
+    async def receive(self, timeout: float = 10) -> dict[str, Any]:
+        line = await asyncio.wait_for(self._answers.readline(), timeout)
+        assert line, "the server closed the wire"
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    async def request(self, method: str, params: dict[str, Any] | None = None,
+                      request_id: int | str | None = None) -> dict[str, Any]:
+        if request_id is None:
+            self.next_id += 1
+            request_id = self.next_id
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+        while True:
+            answer = await self.receive()
+            if answer.get("id") == request_id:
+                return answer
+            self.early.append(answer)
+
+    def params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` with the per-request envelope on a modern stream."""
+        return {**params, "_meta": ENVELOPE} if self.modern else params
+
+    async def call(self, name: str, arguments: Any, **extra: Any) -> dict[str, Any]:
+        return await self.request("tools/call", self.params({"name": name,
+                                                             "arguments": arguments, **extra}))
+
+    async def open(self) -> None:
+        """The stream's first request, which decides its protocol era."""
+        if self.modern:
+            answer = await self.request("server/discover", {"_meta": ENVELOPE})
+            assert "result" in answer, answer
+            return
+        answer = await self.request("initialize", {
+            "protocolVersion": LEGACY, "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}})
+        assert answer["result"]["protocolVersion"] == LEGACY
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    async def close(self) -> list[dict[str, Any]]:
+        """End the input; every answer the server still sends, until it is done."""
+        os.close(self._c2s_w)
+        await asyncio.wait_for(self._serving, 10)
+        rest = []
+        while line := await asyncio.wait_for(self._answers.readline(), 10):
+            rest.append(json.loads(line))
+        for transport in self._transports:
+            transport.close()
+        return rest
+
+
+@asynccontextmanager
+async def wire(workspace: toolfs.Workspace, *, modern: bool, lane: bool = True,
+               opened: bool = True) -> AsyncIterator[Wire]:
+    server = ToolfsMCP(workspace)
+    if not lane:
+        async def pass_through(ctx: Any, call_next: Any) -> Any:
+            return await call_next(ctx)
+        server.server.middleware.append(pass_through)
+    client = Wire(server, modern)
+    await client.start()
+    if opened:
+        await client.open()
+    yield client
+
+
+def _workspace(root: str, store: MemoryStore | None = None) -> toolfs.Workspace:
+    # MemoryFileSystem instances share one store: each workspace gets a root of its own.
+    fs = MemoryFileSystem()
+    workspace = toolfs.Workspace(fs, root=f"{root}-{uuid.uuid4().hex[:8]}",
+                                 store=store or MemoryStore(fs), cache_bytes=0)
+    workspace.write("a.txt", "alpha\nbeta\n")
+    workspace.write("b.txt", "token=AKIAABCDEFGHIJKLMNOP\n")
+    workspace.write("sub/c.py", "x = 1\n" * 40)
+    return workspace
+
+
+async def _script(client: Wire) -> list[dict[str, Any]]:
+    calls: list[tuple[str, Any]] = [
+        ("read", {"file_path": "a.txt"}),
+        ("read", {"file_path": "a.txt", "offset": None, "limit": None}),  # strict nulls
+        ("read", {"file_path": "missing.txt"}),
+        ("read", {"path": "a.txt"}),  # invalid arguments: a tool error
+        ("edit", {"file_path": "b.txt", "old_string": "token", "new_string": "t"}),
+        ("write", {"file_path": "new.md", "content": "héllo ✓ 字\n"}),
+        ("edit", {"file_path": "a.txt", "old_string": "beta", "new_string": "gamma"}),
+        ("read", {"file_path": "sub/c.py", "offset": 3, "limit": 2}),
+        ("glob", {"pattern": "**/*"}),
+        ("grep", {"pattern": "x =", "output_mode": "content"}),
+        ("ls", {}),
+        ("read", {"file_path": "../outside"}),
+        ("delete", {"file_path": "a.txt"}),  # an unknown tool: the SDK's protocol error
+        ("read", ["a.txt"]),  # arguments that are not an object: the SDK's error
+    ]
+    answers = [await client.call(name, arguments) for name, arguments in calls]
+    answers.append(await client.request("ping", client.params({})))
+    return answers
+
+
+def _normalised(answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # Request ids are the same in both runs; nothing else may differ.
+    return [json.loads(json.dumps(a, sort_keys=True)) for a in answers]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("modern", [False, True], ids=["handshake-era", "modern-era"])
+async def test_the_lane_answers_every_call_as_the_sdk_does(modern: bool) -> None:
+    results = {}
+    for lane in (True, False):
+        workspace = _workspace(f"/lane-{modern}-{lane}")
+        async with wire(workspace, modern=modern, lane=lane) as client:
+            results[lane] = _normalised(await _script(client))
+            assert await client.close() == []
+            # All 12 calls of known tools with object arguments take the lane, and only
+            # when nothing but the SDK's own OpenTelemetry middleware is installed.
+            assert client.server._lane_calls == (12 if lane else 0)
+    assert results[True] == results[False]
+    by_tool = results[True]
+    assert "     1\talpha" in by_tool[0]["result"]["content"][0]["text"]
+    assert by_tool[3]["result"]["isError"] is True  # invalid_arguments is a tool error
+    assert by_tool[12]["error"]["code"] == -32602  # unknown tool
+    assert "error" in by_tool[13]
+
+
+@pytest.mark.anyio
+async def test_before_initialize_a_call_is_the_sdks_to_refuse() -> None:
+    answers = {}
+    for lane in (True, False):
+        async with wire(_workspace(f"/lane-early-{lane}"), modern=False, lane=lane,
+                        opened=False) as client:
+            first = await client.call("read", {"file_path": "a.txt"})
+            # A handshake-era request: the era is decided, initialize not done yet.
+            await client.open()
+            answers[lane] = (first, await client.call("read", {"file_path": "a.txt"}))
+            await client.close()
+    assert _normalised(list(answers[True])) == _normalised(list(answers[False]))
+
+
+@pytest.mark.anyio
+async def test_a_modern_envelope_on_a_handshake_stream_is_refused_by_the_sdk() -> None:
+    async with wire(_workspace("/lane-mixed"), modern=False) as client:
+        answer = await client.request("tools/call", {
+            "name": "read", "arguments": {"file_path": "a.txt"}, "_meta": ENVELOPE})
+        assert answer["error"]["code"] == -32600, answer
+        assert client.server._lane_calls == 0
+        await client.close()
+
+
+class _ParkingStore(MemoryStore):
+    """A memory store whose first ``get`` after :meth:`arm` parks until released."""
+
+    def __init__(self, fs: Any) -> None:
+        super().__init__(fs)
+        self.armed = False
+        self.parked, self.release = threading.Event(), threading.Event()
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def get(self, path: str, **kw: Any) -> Any:
+        blob = super().get(path, **kw)
+        if self.armed:
+            self.armed = False
+            self.parked.set()
+            assert self.release.wait(30), "never released"
+        return blob
+
+
+async def _parked(store: _ParkingStore) -> None:
+    assert await asyncio.to_thread(store.parked.wait, 10), "the call never reached the store"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("modern", [False, True], ids=["handshake-era", "modern-era"])
+async def test_lane_calls_overlap(modern: bool) -> None:
+    fs = MemoryFileSystem()
+    store = _ParkingStore(fs)
+    async with wire(_workspace("/lane-overlap", store), modern=modern) as client:
+        store.arm()
+        client.send({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+                     "params": client.params({"name": "read",
+                                              "arguments": {"file_path": "a.txt"}})})
+        await _parked(store)
+        fast = await client.call("read", {"file_path": "sub/c.py"})
+        assert fast["result"]["isError"] is False
+        store.release.set()
+        slow = await client.receive()
+        assert slow["id"] == "slow" and slow["result"]["isError"] is False
+        await client.close()
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_lane_call_is_never_answered() -> None:
+    fs = MemoryFileSystem()
+    store = _ParkingStore(fs)
+    async with wire(_workspace("/lane-cancel", store), modern=False) as client:
+        store.arm()
+        client.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                     "params": {"name": "read", "arguments": {"file_path": "a.txt"}}})
+        await _parked(store)
+        client.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                     "params": {"requestId": 7, "reason": "user"}})
+        # A cancel naming an id nobody has in flight goes to the SDK, which ignores it.
+        client.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                     "params": {"requestId": "7"}})
+        # Lines are read in order: once the ping is answered, both cancels were seen.
+        assert "result" in await client.request("ping")
+        store.release.set()
+        after = await client.call("read", {"file_path": "a.txt"})
+        assert after["result"]["isError"] is False
+        rest = await client.close()
+    assert [a for a in [*client.early, *rest] if a.get("id") == 7] == []
+
+
+@pytest.mark.anyio
+async def test_calls_in_flight_at_end_of_input_are_answered() -> None:
+    fs = MemoryFileSystem()
+    store = _ParkingStore(fs)
+    async with wire(_workspace("/lane-eof", store), modern=True) as client:
+        store.arm()
+        client.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                     "params": client.params({"name": "edit", "arguments": {
+                         "file_path": "a.txt", "old_string": "beta", "new_string": "B"}})})
+        await _parked(store)
+        threading.Timer(0.2, store.release.set).start()
+        rest = await client.close()
+    assert [a["id"] for a in rest] == [9]
+    # Not observed in this stream's context: the edit is refused, and says so.
+    assert rest[0]["result"]["isError"] is True
+    assert rest[0]["result"]["structuredContent"]["error"]["code"] == "not_observed"
