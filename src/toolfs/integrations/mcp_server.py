@@ -104,6 +104,13 @@ class ToolError(BaseModel):
 def output_schema(tool: str) -> dict[str, Any]:
     """The JSON Schema of ``tool``'s structured content: ``{ok: true, result}`` or
     ``{ok: false, error}``, generated from the result models."""
+    schema = _generated_output_schema(tool)
+    compact: dict[str, Any] = _compact(schema, schema.pop("$defs"))
+    return compact
+
+
+def _generated_output_schema(tool: str) -> dict[str, Any]:
+    """:func:`output_schema` as generated, with ``$defs`` and ``$ref`` s."""
     _, top = models_json_schema(
         [(_RESULT_MODELS[tool], "serialization"), (ToolError, "serialization")],
         ref_template="#/$defs/{model}")
@@ -119,7 +126,7 @@ def output_schema(tool: str) -> dict[str, Any]:
             # schema.
             if prop.pop("items", None) == {"type": "string"}:
                 prop["description"] = _LINE_ARRAYS[model, field]
-    schema = {
+    return {
         "type": "object",
         # The branches exclude each other (ok is true or false): anyOf says the same as
         # oneOf and lets a validator stop at the branch that matches.
@@ -129,9 +136,8 @@ def output_schema(tool: str) -> dict[str, Any]:
             {"properties": {"ok": {"const": False}, "error": {"$ref": "#/$defs/ToolError"}},
              "required": ["ok", "error"], "additionalProperties": False},
         ],
+        "$defs": defs,
     }
-    compact: dict[str, Any] = _compact(schema, defs)
-    return compact
 
 
 # Keywords that constrain only instances of one JSON type: ``{"type": T, ...these}`` or
