@@ -23,7 +23,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 import toolfs
 from toolfs.backends.memory import MemoryStore
-from toolfs.integrations.mcp_server import ToolfsMCP, _connect_pipes
+from toolfs.integrations.mcp_server import ToolfsMCP, _connect_pipe
 
 LEGACY = "2025-06-18"
 MODERN = "2026-07-28"
@@ -48,11 +48,11 @@ class Wire:
 
     async def start(self) -> None:
         c2s_r, self._c2s_w = os.pipe()
-        s2c_r, s2c_w = os.pipe()
+        s2c_r, self._s2c_w = os.pipe()
         self._transports: list[asyncio.BaseTransport] = []
-        reader, writer = await _connect_pipes(c2s_r, s2c_w, self._transports)
+        reader = await _connect_pipe(c2s_r, self._transports)
         self._serving = asyncio.get_running_loop().create_task(
-            self.server._serve_pipes(reader, writer))
+            self.server._serve_pipes(reader, self._s2c_w))
         self._answers = asyncio.StreamReader(limit=1 << 26)
         transport, _ = await asyncio.get_running_loop().connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(self._answers),
@@ -107,6 +107,7 @@ class Wire:
         """End the input; every answer the server still sends, until it is done."""
         os.close(self._c2s_w)
         await asyncio.wait_for(self._serving, 10)
+        os.close(self._s2c_w)  # the server is done writing: the client reads to the end
         rest = []
         while line := await asyncio.wait_for(self._answers.readline(), 10):
             rest.append(json.loads(line))

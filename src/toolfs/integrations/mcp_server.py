@@ -1,4 +1,5 @@
-"""``read``, ``write`` and ``edit`` as an MCP server (official ``mcp`` SDK, extra ``mcp``).
+"""The file tools (read, write, edit, glob, grep, ls) as an MCP server (official ``mcp`` SDK,
+extra ``mcp``).
 
 :class:`ToolfsMCP` wraps a workspace in a low-level :class:`mcp.server.lowlevel.Server`:
 
@@ -13,7 +14,9 @@
   case-insensitively, token in constant time), and at most ``max_sessions`` (64) sessions
   are open at once;
 * tools run on :class:`toolfs.AsyncWorkspace`, so a slow backend call in one session does
-  not hold up the others.
+  not hold up the others;
+* over stdio pipes, a :class:`_StdioLane` answers tool calls without the SDK's
+  per-message dispatch, with the same answers (``tests/test_mcp_lane.py``).
 
 Serve it with ``toolfs serve URL`` (stdio) or ``toolfs serve URL --transport http``.
 """
@@ -27,9 +30,11 @@ import hmac
 import json
 import logging
 import os
+import select
 import socket
 import stat
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -54,9 +59,9 @@ except ImportError as exc:
                       ) from exc
 
 from toolfs import __version__
-from toolfs.errors import ErrorCode
+from toolfs.errors import ErrorCode, fs_error
 from toolfs.redact import Redactor
-from toolfs.render import ToolOutput
+from toolfs.render import ToolOutput, render_output
 from toolfs.results import (
     EditResult,
     GlobResult,
@@ -343,14 +348,14 @@ class ToolfsMCP:
             if self._stream_context is not None:
                 self._stream_context.close()
 
-    async def _serve_pipes(self, reader: asyncio.StreamReader,
-                           writer: asyncio.StreamWriter) -> None:
-        """Serve one client over event-loop pipe streams, through a :class:`_StdioLane`."""
+    async def _serve_pipes(self, reader: asyncio.StreamReader, write_fd: int) -> None:
+        """Serve one client reading ``reader`` and writing the blocking pipe ``write_fd``
+        (left open), through a :class:`_StdioLane`."""
         from mcp.server.stdio import stdio_server
 
         # The lane stands in for the SDK's anyio file wrappers: it has the async
         # iteration, write and flush that stdio_server uses of them.
-        lane: Any = _StdioLane(self, reader, writer)
+        lane: Any = _StdioLane(self, reader, _Wire(write_fd))
         async with stdio_server(lane, lane) as (read, write):
             await self.server.run(read, write, self.server.create_initialization_options())
 
@@ -404,6 +409,37 @@ JSON-escaped, fits many times over)."""
 
 
 RequestId = int | str
+_Key = tuple[type, RequestId]
+"""A request id with its type: ``1`` and ``"1"`` are different requests."""
+
+
+class _Wire:
+    """The pipe to the client, written one whole message at a time from any thread.
+
+    The lane's calls write their answers from the worker thread that ran them, so an
+    answer costs no hop back to the event loop; the SDK's messages are written from a
+    thread too (never blocking the loop on a full pipe, as the SDK's own transport).
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._lock = threading.Lock()
+        self._broken = False
+
+    def send(self, data: bytes) -> None:
+        with self._lock:
+            if self._broken:
+                return
+            view = memoryview(data)
+            try:
+                while view:
+                    try:
+                        view = view[os.write(self._fd, view):]
+                    except BlockingIOError:  # a pipe the client made non-blocking: full
+                        select.select([], [self._fd], [])
+            except OSError as exc:  # the client closed its end: nobody reads any more
+                self._broken = True
+                logger.debug("the MCP client closed the wire: %s", exc)
 
 
 class _StdioLane:
@@ -415,25 +451,29 @@ class _StdioLane:
     answered by the lane itself instead: the same handler result, put through the SDK's
     own result sieve for the protocol version, without the SDK's per-message dispatch
     (model validation of the message, a relay task, middleware, a second dump), which
-    cost more per call than the reference server's whole answer. Everything else
-    (initialize, tools/list, ping, a call of an unknown tool, malformed params, ...)
-    goes to the SDK, and so does the stream's first request, from which the SDK (and
-    the lane) decide the protocol era. Calls run concurrently, as the SDK runs them; a
-    call the client cancels is never answered; at end of input the calls in flight
-    finish and are answered before the SDK sees the end.
+    cost more per call than the reference server's whole answer. The worker thread that
+    runs a call also encodes and writes its answer. Everything else (initialize,
+    tools/list, ping, a call of an unknown tool, malformed params, ...) goes to the SDK,
+    and so does the stream's first request, from which the SDK (and the lane) decide
+    the protocol era. Calls run concurrently, as the SDK runs them; a call the client
+    cancels before its answer is written is never answered; at end of input the calls
+    in flight finish and are answered before the SDK sees the end.
     """
 
-    def __init__(self, owner: ToolfsMCP, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
+    def __init__(self, owner: ToolfsMCP, reader: asyncio.StreamReader, wire: _Wire) -> None:
         self._owner = owner
         self._reader = reader
-        self._writer = writer
+        self._wire = wire
         self._modern: bool | None = None
         """The protocol era: decided by the stream's first request, as the SDK decides it."""
         self._version: str | None = None
         """The handshake era's protocol version, once an ``initialize`` was answered."""
         self._initializing: list[RequestId] = []
-        self._calls: dict[tuple[type, RequestId], asyncio.Task[None]] = {}
+        self._calls: dict[_Key, asyncio.Task[None]] = {}
+        # Shared with the worker threads (the rest is the event loop's alone).
+        self._lock = threading.Lock()
+        self._cancelled: set[_Key] = set()
+        self._answering: set[_Key] = set()
 
     # -- the SDK's side: lines in, messages out -------------------------------------
 
@@ -454,10 +494,10 @@ class _StdioLane:
     async def write(self, text: str) -> None:
         if self._initializing:
             self._saw_answer(text)
-        self._writer.write(text.encode("utf-8"))
+        await asyncio.to_thread(self._wire.send, text.encode("utf-8"))
 
     async def flush(self) -> None:
-        await self._writer.drain()
+        pass  # write returns once the message is in the pipe
 
     # -- the lane -----------------------------------------------------------------
 
@@ -490,9 +530,9 @@ class _StdioLane:
             return False
         key = (type(request_id), request_id)
         self._owner._lane_calls += 1
-        task = asyncio.get_running_loop().create_task(self._answer(request_id, *call))
+        task = asyncio.get_running_loop().create_task(self._serve(key, request_id, *call))
         self._calls[key] = task
-        task.add_done_callback(lambda _: self._calls.pop(key, None))
+        task.add_done_callback(lambda _: self._settled(key))
         return True
 
     def _eligible(self, message: dict[str, Any]) -> tuple[str, dict[str, Any], str] | None:
@@ -524,24 +564,49 @@ class _StdioLane:
         arguments = params.get("arguments")
         return params["name"], arguments if arguments is not None else {}, version
 
-    async def _answer(self, request_id: RequestId, tool: str, arguments: dict[str, Any],
-                      version: str) -> None:
+    async def _serve(self, key: _Key, request_id: RequestId, tool: str,
+                     arguments: dict[str, Any], version: str) -> None:
+        context = self._owner._stream()
         try:
-            output = await self._owner._stream().execute(tool, arguments)
-        except asyncio.CancelledError:
-            return  # the client cancelled it: never answered (as the SDK does)
+            await context.call(self._answer, key, request_id, tool, arguments, version,
+                               context.sync)
+        except Exception as exc:  # the workers cannot take it (closed): answer from here
+            err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
+            output = render_output(context.sync.masked(err), context.sync.max_output_chars)
+            await asyncio.to_thread(self._answer_with, key, self._encode(request_id, output,
+                                                                        version))
+
+    def _answer(self, key: _Key, request_id: RequestId, tool: str, arguments: dict[str, Any],
+                version: str, context: Workspace) -> None:
+        """Run a call and write its answer (on a worker thread)."""
+        try:
+            output = context.execute(tool, arguments)
+        except Exception as exc:  # execute answers every tool error itself: a bug
+            err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
+            output = render_output(context.masked(err), context.max_output_chars)
+        self._answer_with(key, self._encode(request_id, output, version))
+
+    def _answer_with(self, key: _Key, data: bytes) -> None:
+        with self._lock:
+            if key in self._cancelled:
+                return  # the client cancelled it: never answered (as the SDK does)
+            self._answering.add(key)
+        self._wire.send(data)
+
+    def _encode(self, request_id: RequestId, output: ToolOutput, version: str) -> bytes:
         try:
             answer: dict[str, Any] = {"result": self._result(output, version)}
         except Exception:  # a result the SDK's sieve refuses: as the SDK answers it
-            logger.exception("the %s result does not fit the wire", tool)
+            logger.exception("a tool result does not fit the wire")
             answer = {"error": {"code": types.INTERNAL_ERROR,
                                 "message": "Handler returned an invalid result"}}
-        data = to_json({"jsonrpc": "2.0", "id": request_id, **answer})
-        try:
-            self._writer.write(data + b"\n")
-            await self._writer.drain()
-        except (ConnectionError, RuntimeError):
-            logger.debug("dropped the answer to %r: the client closed the wire", request_id)
+        return to_json({"jsonrpc": "2.0", "id": request_id, **answer}) + b"\n"
+
+    def _settled(self, key: _Key) -> None:
+        self._calls.pop(key, None)
+        with self._lock:
+            self._cancelled.discard(key)
+            self._answering.discard(key)
 
     def _result(self, output: ToolOutput, version: str) -> dict[str, Any]:
         """The wire result the SDK would send for ``output`` at ``version``."""
@@ -561,10 +626,12 @@ class _StdioLane:
         request_id = params.get("requestId") if isinstance(params, dict) else None
         if not isinstance(request_id, int | str):
             return False
-        task = self._calls.get((type(request_id), request_id))
-        if task is None:
+        key = (type(request_id), request_id)
+        if key not in self._calls:
             return False
-        task.cancel()
+        with self._lock:
+            if key not in self._answering:  # else too late: the answer is on its way
+                self._cancelled.add(key)
         return True
 
     def _saw_answer(self, text: str) -> None:
@@ -618,9 +685,10 @@ def _is_pipe(fd: int) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def _pipes() -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter] | None]:
-    """Event-loop streams over stdin and stdout when both are pipes (as an MCP client
-    spawns a server), which spares the SDK's two worker-thread round trips per message.
+async def _pipes() -> AsyncIterator[tuple[asyncio.StreamReader, int] | None]:
+    """An event-loop stream over stdin and a blocking descriptor of stdout when both are
+    pipes (as an MCP client spawns a server), which spares the SDK's two worker-thread
+    round trips per message.
     As the SDK does, fds 0 and 1 point at the null device and at stderr meanwhile, so
     stray output cannot corrupt the wire, and are restored after. ``None`` (the SDK's
     own transport) for anything else, and on Windows."""
@@ -637,12 +705,11 @@ async def _pipes() -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWr
         os.dup2(null, 0)
         os.close(null)
         os.dup2(2, 1)
-        # The transports get descriptors of their own (they close them at EOF); wire_in
+        # The read transport gets a descriptor of its own (it closes it at EOF); wire_in
         # and wire_out stay open to put the wire back on 0 and 1.
-        reader, writer = await _connect_pipes(
-            fcntl.fcntl(wire_in, fcntl.F_DUPFD_CLOEXEC, 3),
-            fcntl.fcntl(wire_out, fcntl.F_DUPFD_CLOEXEC, 3), transports)
-        yield reader, writer
+        reader = await _connect_pipe(fcntl.fcntl(wire_in, fcntl.F_DUPFD_CLOEXEC, 3),
+                                     transports)
+        yield reader, wire_out
     finally:
         for transport in transports:
             transport.close()
@@ -656,19 +723,15 @@ async def _pipes() -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWr
             os.close(wire)
 
 
-async def _connect_pipes(read_fd: int, write_fd: int, transports: list[asyncio.BaseTransport]
-                         ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """Event-loop streams that own ``read_fd`` and ``write_fd``; their transports are
-    appended to ``transports``, for the caller to close."""
-    loop = asyncio.get_running_loop()
+async def _connect_pipe(read_fd: int, transports: list[asyncio.BaseTransport]
+                        ) -> asyncio.StreamReader:
+    """An event-loop stream that owns ``read_fd``; its transport is appended to
+    ``transports``, for the caller to close."""
     reader = asyncio.StreamReader(limit=_LINE_LIMIT)
-    read_transport, _ = await loop.connect_read_pipe(
+    transport, _ = await asyncio.get_running_loop().connect_read_pipe(
         lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0))
-    transports.append(read_transport)
-    write_transport, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, os.fdopen(write_fd, "wb", buffering=0))
-    transports.append(write_transport)
-    return reader, asyncio.StreamWriter(write_transport, protocol, None, loop)
+    transports.append(transport)
+    return reader
 
 
 def endpoint_url(host: str, port: int, path: str = "/mcp") -> str:
