@@ -295,3 +295,15 @@ async def test_calls_in_flight_at_end_of_input_are_answered() -> None:
     # Not observed in this stream's context: the edit is refused, and says so.
     assert rest[0]["result"]["isError"] is True
     assert rest[0]["result"]["structuredContent"]["error"]["code"] == "not_observed"
+
+
+@pytest.mark.anyio
+async def test_a_call_the_closed_workers_cannot_take_is_answered_as_the_sdk_does() -> None:
+    answers = {}
+    for lane in (True, False):
+        async with wire(_workspace(f"/lane-closed-{lane}"), modern=False, lane=lane) as client:
+            client.server.workspace.close()  # the worker threads every context shares
+            answers[lane] = await client.call("read", {"file_path": "a.txt"})
+            await client.close()
+    assert _normalised([answers[True]]) == _normalised([answers[False]])
+    assert answers[True]["result"]["structuredContent"]["error"]["code"] == "backend_error"

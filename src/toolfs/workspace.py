@@ -300,9 +300,15 @@ class AsyncWorkspace:
         self._pool = _pool or _Workers(max_workers)
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self.submit(fn, *args)
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """Start ``fn(*args)`` on this workspace's worker threads now, from the running
+        event loop; the future settles on that loop (cancelling it before a worker takes
+        the call means it never runs). Raises ``RuntimeError`` once closed."""
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._pool.submit(future, fn, args)
-        return await future
+        return future
 
     async def run(self, fn: Callable[[PolicyFileSystem], T]) -> T:
         """:meth:`Workspace.run` on a worker thread: ``fn(fs)`` may block."""

@@ -469,7 +469,7 @@ class _StdioLane:
         self._version: str | None = None
         """The handshake era's protocol version, once an ``initialize`` was answered."""
         self._initializing: list[RequestId] = []
-        self._calls: dict[_Key, asyncio.Task[None]] = {}
+        self._calls: dict[_Key, asyncio.Future[None]] = {}
         # Shared with the worker threads (the rest is the event loop's alone).
         self._lock = threading.Lock()
         self._cancelled: set[_Key] = set()
@@ -530,9 +530,13 @@ class _StdioLane:
             return False
         key = (type(request_id), request_id)
         self._owner._lane_calls += 1
-        task = asyncio.get_running_loop().create_task(self._serve(key, request_id, *call))
-        self._calls[key] = task
-        task.add_done_callback(lambda _: self._settled(key))
+        context = self._owner._stream()
+        try:  # straight to a worker: no task, no turn of the event loop in between
+            future = context.submit(self._answer, key, request_id, *call, context.sync)
+        except RuntimeError as exc:  # the workers are closed: answer from here
+            future = asyncio.ensure_future(self._refuse(key, request_id, call[2], exc))
+        self._calls[key] = future
+        future.add_done_callback(lambda done: self._settled(key, done))
         return True
 
     def _eligible(self, message: dict[str, Any]) -> tuple[str, dict[str, Any], str] | None:
@@ -564,17 +568,14 @@ class _StdioLane:
         arguments = params.get("arguments")
         return params["name"], arguments if arguments is not None else {}, version
 
-    async def _serve(self, key: _Key, request_id: RequestId, tool: str,
-                     arguments: dict[str, Any], version: str) -> None:
-        context = self._owner._stream()
-        try:
-            await context.call(self._answer, key, request_id, tool, arguments, version,
-                               context.sync)
-        except Exception as exc:  # the workers cannot take it (closed): answer from here
-            err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
-            output = render_output(context.sync.masked(err), context.sync.max_output_chars)
-            await asyncio.to_thread(self._answer_with, key, self._encode(request_id, output,
-                                                                        version))
+    async def _refuse(self, key: _Key, request_id: RequestId, version: str,
+                      exc: Exception) -> None:
+        """Answer a call the workers could not take, as ``AsyncWorkspace.execute`` does."""
+        context = self._owner._stream().sync
+        err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
+        output = render_output(context.masked(err), context.max_output_chars)
+        await asyncio.to_thread(self._answer_with, key, self._encode(request_id, output,
+                                                                    version))
 
     def _answer(self, key: _Key, request_id: RequestId, tool: str, arguments: dict[str, Any],
                 version: str, context: Workspace) -> None:
@@ -602,8 +603,10 @@ class _StdioLane:
                                 "message": "Handler returned an invalid result"}}
         return to_json({"jsonrpc": "2.0", "id": request_id, **answer}) + b"\n"
 
-    def _settled(self, key: _Key) -> None:
+    def _settled(self, key: _Key, done: asyncio.Future[None]) -> None:
         self._calls.pop(key, None)
+        if not done.cancelled() and done.exception() is not None:
+            logger.error("a stdio call failed unanswered", exc_info=done.exception())
         with self._lock:
             self._cancelled.discard(key)
             self._answering.discard(key)
