@@ -18,11 +18,17 @@ Correctness: on CRLF files and on files with CJK, emoji and combining marks, eac
 server reads the file then makes one edit; the bytes on disk are compared with the
 expected bytes (the replaced span changed, every other byte unchanged).
 
+Where the time goes (``--decompose``, on by default): the same servers driven by a bare
+JSON-RPC client over the same pipes (no SDK: what the server and the pipes cost), and the
+SDK client answered by a canned stdio server that replays each server's own read answer,
+byte for byte (what the client costs to take that answer: its message parsing, result
+models and output-schema check). The two add up to roughly the first table.
+
 Exit status: 0 after printing the tables (also when the toolfs server is not available
 yet: it says so and reports the reference server alone); 77 when the reference server
 cannot be installed or started (no node/npm, no registry), so that callers can skip.
 
-Usage: ``python benchmarks/bench_mcp.py [--tiny] [--iterations N]``.
+Usage: ``python benchmarks/bench_mcp.py [--tiny] [--iterations N] [--no-decompose]``.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, TextIO
 
 import anyio
@@ -295,6 +302,184 @@ async def run_latency(servers: list[Server], iterations: int, warmup: int
     return timings
 
 
+# -- where the time goes ---------------------------------------------------------
+
+
+class RawClient:
+    """A bare JSON-RPC client over a server's stdin and stdout (blocking pipes)."""
+
+    def __init__(self, server: Server) -> None:
+        assert server.log is not None
+        env = {**get_default_environment(), **({"PYTHONPATH": os.environ["PYTHONPATH"]}
+                                              if os.environ.get("PYTHONPATH") else {})}
+        self.errlog = server.log.with_suffix(".raw.log").open("w", encoding="utf-8")
+        self.process = subprocess.Popen(server.command, cwd=server.root, env=env,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=self.errlog)
+        self.next_id = 0
+
+    def send(self, method: str, params: dict[str, Any] | None = None,
+             notify: bool = False) -> bytes:
+        """The answer line (``b""`` for a notification)."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        if not notify:
+            self.next_id += 1
+            message["id"] = self.next_id
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        self.process.stdin.flush()
+        if notify:
+            return b""
+        line = self.process.stdout.readline()
+        if not line:
+            raise Unavailable(f"the server closed stdout; stderr: {_tail(Path(self.errlog.name))}")
+        return line
+
+    def call(self, tool: str, args: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
+        line = self.send("tools/call", {"name": tool, "arguments": args})
+        answer: dict[str, Any] = json.loads(line)
+        if "error" in answer or answer["result"].get("isError"):
+            raise RuntimeError(f"{tool} failed: {line[:300]!r}")
+        return line, answer
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.errlog.close()
+
+
+@dataclass
+class Captured:
+    """One server's answers, as it wrote them, for the canned replay."""
+
+    tools: dict[str, Any] = field(default_factory=dict)
+    read_result: dict[str, Any] = field(default_factory=dict)
+
+
+def run_raw(servers: list[Server], iterations: int, warmup: int
+            ) -> tuple[dict[str, Timings], dict[str, Captured]]:
+    """Read + edit pairs through :class:`RawClient`, alternated between the servers."""
+    timings = {s.name: Timings() for s in servers}
+    captured = {s.name: Captured() for s in servers}
+    clients: dict[str, RawClient] = {}
+    try:
+        for server in servers:
+            (server.root / "workload.py").write_text(workload_text(), encoding="utf-8",
+                                                     newline="")
+            client = clients[server.name] = RawClient(server)
+            client.send("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                       "clientInfo": {"name": "bench", "version": "1"}})
+            client.send("notifications/initialized", notify=True)
+            listed = json.loads(client.send("tools/list"))["result"]
+            captured[server.name].tools = listed
+            pick_tools(server, [SimpleNamespace(name=t["name"], input_schema=t["inputSchema"])
+                                for t in listed["tools"]])
+            if server.in_memory:
+                client.call("write", {"file_path": "workload.py", "content": workload_text()})
+        has_a = {s.name: True for s in servers}
+        for i in range(warmup + iterations):
+            for server in servers if i % 2 else servers[::-1]:
+                client, t = clients[server.name], timings[server.name]
+                t0 = time.perf_counter_ns()
+                _, read = client.call(server.read_tool, server.read_args("workload.py"))
+                t1 = time.perf_counter_ns()
+                old, new = (MARK_A, MARK_B) if has_a[server.name] else (MARK_B, MARK_A)
+                client.call(server.edit_tool, server.edit_args("workload.py", old, new))
+                t2 = time.perf_counter_ns()
+                has_a[server.name] = not has_a[server.name]
+                captured[server.name].read_result = read["result"]
+                if i >= warmup:
+                    t.read.append(t1 - t0)
+                    t.edit.append(t2 - t1)
+    finally:
+        for client in clients.values():
+            client.close()
+    return timings, captured
+
+
+_CANNED_SERVER = r"""
+import json, sys
+tools, answer = (open(p, "rb").read().strip() for p in sys.argv[1:3])
+init = b'{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},' \
+       b'"serverInfo":{"name":"canned","version":"1"}}'
+for line in sys.stdin.buffer:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    body = {"initialize": init, "tools/list": tools}.get(message["method"], answer)
+    sys.stdout.buffer.write(b'{"jsonrpc":"2.0","id":' + json.dumps(message["id"]).encode()
+                            + b',"result":' + body + b"}\n")
+    sys.stdout.buffer.flush()
+"""
+
+
+@dataclass
+class ClientCost:
+    wall: list[int] = field(default_factory=list)
+    cpu_us: float = 0.0
+
+
+async def run_client_cost(servers: list[Server], captured: dict[str, Captured],
+                          iterations: int, warmup: int, work: Path) -> dict[str, ClientCost]:
+    """The SDK client taking each server's own read answer from a canned server."""
+    costs: dict[str, ClientCost] = {}
+    for rnd in range(2):  # two rounds, servers alternated; the cost is summed over both
+        for server in servers if rnd else servers[::-1]:
+            got = captured[server.name]
+            tools, answer = work / f"{server.name}.tools.json", work / f"{server.name}.answer.json"
+            tools.write_text(json.dumps(got.tools, ensure_ascii=False, separators=(",", ":")),
+                             encoding="utf-8")
+            answer.write_text(json.dumps(got.read_result, ensure_ascii=False,
+                                         separators=(",", ":")), encoding="utf-8")
+            params = StdioServerParameters(command=sys.executable,
+                                           args=["-c", _CANNED_SERVER, str(tools), str(answer)])
+            cost = costs.setdefault(server.name, ClientCost())
+            async with Client(stdio_client(params), mode="legacy", cache=None,
+                              read_timeout_seconds=CALL_TIMEOUT) as client:
+                await client.list_tools()
+                args = server.read_args("workload.py")
+                for _ in range(warmup):
+                    await client.call_tool(server.read_tool, args)
+                cpu0 = time.process_time()
+                for _ in range(iterations // 2):
+                    t0 = time.perf_counter_ns()
+                    await client.call_tool(server.read_tool, args)
+                    cost.wall.append(time.perf_counter_ns() - t0)
+                cost.cpu_us += (time.process_time() - cpu0) * 1e6 / iterations
+    return costs
+
+
+def report_decomposition(raw: dict[str, Timings], costs: dict[str, ClientCost],
+                         sdk: dict[str, Timings], out: TextIO) -> None:
+    def med(samples: list[int]) -> float:
+        return statistics.median(samples) / 1000.0
+
+    names = {"toolfs": "toolfs, local", "toolfs-memory": "toolfs, memory://",
+             "reference": "reference"}
+    ref = "reference"
+    rows: list[list[object]] = []
+    for name in (n for n in names if n in raw):
+        rows.append([names[name], fmt_us(med(sdk[name].read)) if name in sdk else "n/a",
+                     fmt_us(med(raw[name].read)), ratio(med(raw[name].read), med(raw[ref].read)),
+                     fmt_us(costs[name].cpu_us), ratio(costs[name].cpu_us, costs[ref].cpu_us),
+                     fmt_us(med(raw[name].edit)), ratio(med(raw[name].edit), med(raw[ref].edit))])
+    print(markdown_table(["server", "read µs, SDK client (table above)",
+                          "read µs, bare client", "bare / reference",
+                          "SDK client CPU µs per read answer", "client CPU / reference",
+                          "edit µs, bare client", "bare / reference"], rows), file=out)
+    print(file=out)
+    print("- bare client: JSON-RPC over the same pipes without the SDK (the server and the "
+          "pipes); SDK client CPU: the client process's CPU time per call_tool when a canned "
+          "server replays that server's own read answer (the client's parsing, result models "
+          "and output-schema check of it)", file=out)
+
+
 # -- correctness ------------------------------------------------------------------
 
 
@@ -427,6 +612,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"{REF_PACKAGE} version (default {REF_VERSION})")
     parser.add_argument("--no-memory", dest="memory", action="store_false",
                         help="skip the toolfs server over memory:// (local root only)")
+    parser.add_argument("--no-decompose", dest="decompose", action="store_false",
+                        help="skip the bare-client and canned-answer runs")
     args = parser.parse_args(argv)
     iterations = args.iterations or (5 if args.tiny else 200)
     warmup = 1 if args.tiny else 10
@@ -495,6 +682,13 @@ def main(argv: list[str] | None = None) -> int:
               f"node {_node_version()}")
         print()
         report(results, iterations, toolfs_why, sys.stdout, memory)
+        if args.decompose and toolfs_why is None:
+            raw, captured = run_raw(order, iterations, warmup)
+            costs = anyio.run(run_client_cost, order, captured, iterations, warmup, base)
+            print()
+            print("### Where the time goes (reads of the same file, alternated servers)")
+            print()
+            report_decomposition(raw, costs, timings, sys.stdout)
         return 0
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -63,6 +63,7 @@ def test_bench_mcp() -> None:
         pytest.skip(reason)
     assert_table(done)
     assert "edit correctness case" in done.stdout
+    assert "Where the time goes" in done.stdout, done.stdout
 
 
 def test_bench_requests() -> None:
