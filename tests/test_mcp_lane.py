@@ -307,3 +307,18 @@ async def test_a_call_the_closed_workers_cannot_take_is_answered_as_the_sdk_does
             await client.close()
     assert _normalised([answers[True]]) == _normalised([answers[False]])
     assert answers[True]["result"]["structuredContent"]["error"]["code"] == "backend_error"
+
+
+@pytest.mark.anyio
+async def test_with_a_tracer_installed_every_call_is_the_sdks(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The SDK's OpenTelemetry middleware records a span per call once a tracer is set:
+    # the lane then leaves every call to it.
+    from toolfs.integrations import mcp_server
+
+    monkeypatch.setattr(mcp_server.trace, "get_tracer_provider", lambda: object())
+    async with wire(_workspace("/lane-traced"), modern=True) as client:
+        answer = await client.call("read", {"file_path": "a.txt"})
+        assert answer["result"]["isError"] is False
+        assert client.server._lane_calls == 0
+        await client.close()

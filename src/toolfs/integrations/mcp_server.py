@@ -45,7 +45,6 @@ from pydantic_core import from_json, to_json
 try:
     import mcp.types as types
     import mcp_types.methods as wire_methods
-    from mcp.server._otel import OpenTelemetryMiddleware
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
     from mcp.shared.exceptions import MCPError
@@ -172,8 +171,12 @@ def _compact(node: Any, defs: dict[str, Any]) -> Any:
     if not isinstance(node, dict):
         return node
     ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/") and len(node) == 1:
-        return _compact(defs[ref.removeprefix("#/$defs/")], defs)
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        target = _compact(defs[ref.removeprefix("#/$defs/")], defs)
+        rest = {k: _compact(v, defs) for k, v in node.items() if k not in ("$ref", "title")}
+        if set(rest) <= _ANNOTATIONS:  # a description beside the reference: same meaning
+            return {**target, **rest}
+        return {"allOf": [target], **rest}
     out = {k: _compact(v, defs) for k, v in node.items() if k != "title"}
     branches = out.get("anyOf")
     if isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches:
@@ -239,6 +242,8 @@ class ToolfsMCP:
             on_call_tool=self._call_tool,  # type: ignore[arg-type]
             get_tool_input_schema=_input_schema_of)
         self.server.add_request_handler("server/discover", types.RequestParams, self._discover)
+        # The SDK's default middleware (an OpenTelemetry span per message), as built.
+        self._built_middleware = tuple(self.server.middleware)
 
     # -- handlers -----------------------------------------------------------------
 
@@ -309,13 +314,15 @@ class ToolfsMCP:
 
     def _serves_calls_as_built(self) -> bool:
         """Whether ``tools/call`` still runs exactly as this class set it up: its own
-        handler, no cache hint, and no middleware but the SDK's OpenTelemetry span with
-        no tracer installed (so the span would record nothing)."""
+        handler, no cache hint, and no middleware but the SDK's default one (an
+        OpenTelemetry span) with no tracer installed, so that it would record nothing."""
         entry = self.server.get_request_handler("tools/call")
         middleware = self.server.middleware
         return (entry is not None and entry.handler == self._call_tool
                 and "tools/call" not in self.server.cache_hints
-                and all(type(m) is OpenTelemetryMiddleware for m in middleware)
+                and len(middleware) == len(self._built_middleware)
+                and all(m is b for m, b in zip(middleware, self._built_middleware,
+                                               strict=True))
                 and (not middleware or isinstance(trace.get_tracer_provider(),
                                                   trace.ProxyTracerProvider
                                                   | trace.NoOpTracerProvider)))
