@@ -22,6 +22,7 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 import toolfs
+from tests.test_mcp import _ParkingStore
 from toolfs.backends.memory import MemoryStore
 from toolfs.integrations.mcp_server import ToolfsMCP, _connect_pipe
 
@@ -211,26 +212,6 @@ async def test_a_modern_envelope_on_a_handshake_stream_is_refused_by_the_sdk() -
         assert answer["error"]["code"] == -32600, answer
         assert client.server._lane_calls == 0
         await client.close()
-
-
-class _ParkingStore(MemoryStore):
-    """A memory store whose first ``get`` after :meth:`arm` parks until released."""
-
-    def __init__(self, fs: Any) -> None:
-        super().__init__(fs)
-        self.armed = False
-        self.parked, self.release = threading.Event(), threading.Event()
-
-    def arm(self) -> None:
-        self.armed = True
-
-    def get(self, path: str, **kw: Any) -> Any:
-        blob = super().get(path, **kw)
-        if self.armed:
-            self.armed = False
-            self.parked.set()
-            assert self.release.wait(30), "never released"
-        return blob
 
 
 async def _parked(store: _ParkingStore) -> None:
