@@ -24,7 +24,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 import toolfs
 from tests.test_mcp import _ParkingStore
 from toolfs.backends.memory import MemoryStore
-from toolfs.integrations.mcp_server import ToolfsMCP, _connect_pipe
+from toolfs.integrations.mcp_server import ToolfsMCP
 
 LEGACY = "2025-06-18"
 MODERN = "2026-07-28"
@@ -48,12 +48,11 @@ class Wire:
         self.early: list[dict[str, Any]] = []
 
     async def start(self) -> None:
-        c2s_r, self._c2s_w = os.pipe()
+        self._c2s_r, self._c2s_w = os.pipe()
         s2c_r, self._s2c_w = os.pipe()
         self._transports: list[asyncio.BaseTransport] = []
-        reader = await _connect_pipe(c2s_r, self._transports)
         self._serving = asyncio.get_running_loop().create_task(
-            self.server._serve_pipes(reader, self._s2c_w))
+            self.server._serve_pipes(self._c2s_r, self._s2c_w))
         self._answers = asyncio.StreamReader(limit=1 << 26)
         transport, _ = await asyncio.get_running_loop().connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(self._answers),
@@ -109,6 +108,7 @@ class Wire:
         os.close(self._c2s_w)
         await asyncio.wait_for(self._serving, 10)
         os.close(self._s2c_w)  # the server is done writing: the client reads to the end
+        os.close(self._c2s_r)
         rest = []
         while line := await asyncio.wait_for(self._answers.readline(), 10):
             rest.append(json.loads(line))
@@ -303,3 +303,27 @@ async def test_with_a_tracer_installed_every_call_is_the_sdks(
         assert answer["result"]["isError"] is False
         assert client.server._lane_calls == 0
         await client.close()
+
+
+@pytest.mark.anyio
+async def test_with_every_lane_thread_busy_calls_queue_and_reading_goes_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolfs.integrations import mcp_server
+
+    monkeypatch.setattr(mcp_server, "_LANE_THREADS", 1)
+    fs = MemoryFileSystem()
+    store = _ParkingStore(fs)
+    async with wire(_workspace("/lane-busy", store), modern=False) as client:
+        store.arm()
+        client.send({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+                     "params": {"name": "read", "arguments": {"file_path": "a.txt"}}})
+        await _parked(store)
+        # The one lane thread read the slow call and queued it; it still reads.
+        assert "result" in await client.request("ping")
+        fast = await client.call("read", {"file_path": "sub/c.py"})
+        assert fast["result"]["isError"] is False
+        store.release.set()
+        slow = await client.receive()
+        assert slow["id"] == "slow" and slow["result"]["isError"] is False
+        await client.close()
+        assert client.server._lane_calls == 2

@@ -350,9 +350,21 @@ class AsyncWorkspace:
         try:
             return await self._run(self.sync.execute, tool, arguments)
         except Exception as exc:
-            err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
-            err.__cause__ = exc
-            return render_output(self.sync.masked(err), self.sync.max_output_chars)
+            return self.failed_output(exc)
+
+    def failed_output(self, exc: Exception) -> ToolOutput:
+        """What :meth:`execute` answers for a call that could not run: a
+        ``backend_error`` naming ``exc``, credentials masked."""
+        err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
+        err.__cause__ = exc
+        return render_output(self.sync.masked(err), self.sync.max_output_chars)
+
+    def run_here(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the calling thread, for a caller that runs blocking calls on
+        threads of its own; refused like a call to the workers once this workspace is
+        closed (``RuntimeError``)."""
+        self._pool.check_open()
+        return fn(*args)
 
     @property
     def context_id(self) -> str:
@@ -390,11 +402,14 @@ class _Workers:
         self._closed = False
         _live_workers.add(self)
 
+    def check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this AsyncWorkspace is closed")
+
     def submit(self, future: asyncio.Future[T], fn: Callable[..., T],
                args: tuple[Any, ...]) -> None:
         """Run ``fn(*args)`` on a worker; its outcome settles ``future`` on its loop."""
-        if self._closed:
-            raise RuntimeError("this AsyncWorkspace is closed")
+        self.check_open()
         self._queue.put((future, fn, args))
         if self._idle.acquire(blocking=False):
             return  # a waiting worker takes it

@@ -36,7 +36,7 @@ import stat
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
@@ -58,9 +58,9 @@ except ImportError as exc:
                       ) from exc
 
 from toolfs import __version__
-from toolfs.errors import ErrorCode, fs_error
+from toolfs.errors import ErrorCode
 from toolfs.redact import Redactor
-from toolfs.render import ToolOutput, render_output
+from toolfs.render import ToolOutput
 from toolfs.results import (
     EditResult,
     GlobResult,
@@ -355,16 +355,23 @@ class ToolfsMCP:
             if self._stream_context is not None:
                 self._stream_context.close()
 
-    async def _serve_pipes(self, reader: asyncio.StreamReader, write_fd: int) -> None:
-        """Serve one client reading ``reader`` and writing the blocking pipe ``write_fd``
-        (left open), through a :class:`_StdioLane`."""
+    async def _serve_pipes(self, read_fd: int, write_fd: int) -> None:
+        """Serve one client over the pipes ``read_fd`` and ``write_fd`` (made blocking,
+        left open), through a :class:`_StdioLane`."""
         from mcp.server.stdio import stdio_server
 
+        for fd in (read_fd, write_fd):
+            os.set_blocking(fd, True)
         # The lane stands in for the SDK's anyio file wrappers: it has the async
         # iteration, write and flush that stdio_server uses of them.
-        lane: Any = _StdioLane(self, reader, _Wire(write_fd))
-        async with stdio_server(lane, lane) as (read, write):
-            await self.server.run(read, write, self.server.create_initialization_options())
+        lane: Any = _StdioLane(self, read_fd, _Wire(write_fd))
+        lane.start()
+        try:
+            async with stdio_server(lane, lane) as (read, write):
+                await self.server.run(read, write,
+                                      self.server.create_initialization_options())
+        finally:
+            lane.stop()
 
     def http_app(self, *, token: str, host: str = "127.0.0.1", path: str = "/mcp",
                  max_sessions: int = DEFAULT_MAX_SESSIONS) -> ASGIApp:
@@ -415,6 +422,8 @@ _LINE_LIMIT = 1 << 30
 JSON-escaped, fits many times over)."""
 
 
+_LANE_THREADS = 32
+"""The most calls one stdio client has running at once (``AsyncWorkspace``'s default)."""
 RequestId = int | str
 _Key = tuple[type, RequestId]
 """A request id with its type: ``1`` and ``"1"`` are different requests."""
@@ -452,35 +461,65 @@ class _Wire:
 class _StdioLane:
     """The wire of one stdio client, between the pipes and the SDK's stdio transport.
 
-    The SDK's transport reads lines from it (``async for``) and writes messages to it
-    (``write`` + ``flush``), all on the event loop. A ``tools/call`` that the SDK would
-    serve exactly as it is built here (see :meth:`ToolfsMCP._serves_calls_as_built`) is
-    answered by the lane itself instead: the same handler result, put through the SDK's
-    own result sieve for the protocol version, without the SDK's per-message dispatch
-    (model validation of the message, a relay task, middleware, a second dump), which
-    cost more per call than the reference server's whole answer. The worker thread that
-    runs a call also encodes and writes its answer. Everything else (initialize,
-    tools/list, ping, a call of an unknown tool, malformed params, ...) goes to the SDK,
-    and so does the stream's first request, from which the SDK (and the lane) decide
-    the protocol era. Calls run concurrently, as the SDK runs them; a call the client
-    cancels before its answer is written is never answered; at end of input the calls
-    in flight finish and are answered before the SDK sees the end.
+    Lane threads read the client's lines themselves, one thread at a time (whichever
+    holds the read lock; it hands the lock on as soon as it has a line), and a
+    ``tools/call`` that the SDK would serve exactly as it is built here (see
+    :meth:`ToolfsMCP._serves_calls_as_built`) is run and answered by the thread that read
+    it: the same handler result, put through the SDK's own request check and result
+    sieve for the protocol version, written straight to the pipe. So a call costs no
+    event-loop turn and no hop to a worker thread, and none of the SDK's per-message
+    dispatch (a message model, a relay task, middleware, a second dump), which cost more
+    per call than the reference server's whole answer. Every other line (initialize,
+    tools/list, ping, a call of an unknown tool, malformed params, ...) is handed to the
+    SDK's transport, which reads lines from the lane (``async for``) and writes messages
+    to it (``write`` + ``flush``) on the event loop; so is the stream's first request,
+    from which the SDK (and the lane) decide the protocol era. Calls run concurrently
+    (up to :data:`_LANE_THREADS` at once, as many as ``AsyncWorkspace`` runs by default);
+    a call the client cancels before its answer is written is never answered; at end of
+    input the calls in flight finish and are answered before the SDK sees the end.
     """
 
-    def __init__(self, owner: ToolfsMCP, reader: asyncio.StreamReader, wire: _Wire) -> None:
+    def __init__(self, owner: ToolfsMCP, read_fd: int, wire: _Wire) -> None:
         self._owner = owner
-        self._reader = reader
+        self._context = owner._stream()
+        self._fd = read_fd
         self._wire = wire
+        self._loop = asyncio.get_running_loop()
+        self._to_sdk: asyncio.Queue[str | None] = asyncio.Queue()
+        self._buffer = bytearray()
+        self._wake_r, self._wake_w = os.pipe()
+        self._read_lock = threading.Lock()
+        """Held by the one lane thread that reads the pipe (and classifies what it read,
+        in the order the client sent it)."""
+        self._eof = False
+        # The rest is guarded by _lock: the lane threads and the event loop share it.
+        self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
         self._modern: bool | None = None
         """The protocol era: decided by the stream's first request, as the SDK decides it."""
         self._version: str | None = None
         """The handshake era's protocol version, once an ``initialize`` was answered."""
         self._initializing: list[RequestId] = []
-        self._calls: dict[_Key, asyncio.Future[None]] = {}
-        # Shared with the worker threads (the rest is the event loop's alone).
-        self._lock = threading.Lock()
+        self._calls: set[_Key] = set()
         self._cancelled: set[_Key] = set()
         self._answering: set[_Key] = set()
+        self._threads = 0
+        self._waiting = 0
+
+    def start(self) -> None:
+        with self._lock:
+            self._spawn()
+
+    def stop(self) -> None:
+        """Let a lane thread still waiting for input go (the SDK stopped first)."""
+        self._eof = True
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+
+    def __del__(self) -> None:
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     # -- the SDK's side: lines in, messages out -------------------------------------
 
@@ -488,15 +527,10 @@ class _StdioLane:
         return self
 
     async def __anext__(self) -> str:
-        while True:
-            line = await self._reader.readline()
-            if not line:
-                # Answer what is in flight before the SDK sees the end (and closes).
-                while self._calls:
-                    await asyncio.wait(list(self._calls.values()))
-                raise StopAsyncIteration
-            if not self._took(line):
-                return line.decode("utf-8", "replace")
+        line = await self._to_sdk.get()
+        if line is None:
+            raise StopAsyncIteration
+        return line
 
     async def write(self, text: str) -> None:
         if self._initializing:
@@ -506,68 +540,159 @@ class _StdioLane:
     async def flush(self) -> None:
         pass  # write returns once the message is in the pipe
 
-    # -- the lane -----------------------------------------------------------------
+    def _hand_to_sdk(self, line: str | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody to tell
+            self._loop.call_soon_threadsafe(self._to_sdk.put_nowait, line)
 
-    def _took(self, line: bytes) -> bool:
-        """Whether the lane handles this line itself (a call, or its cancellation)."""
+    # -- the lane threads -----------------------------------------------------------
+
+    def _spawn(self) -> None:
+        """Start one more lane thread (with ``_lock`` held)."""
+        self._threads += 1
+        threading.Thread(target=self._serve, daemon=True,
+                         name=f"toolfs_stdio_{self._threads}").start()
+
+    def _serve(self) -> None:
+        """A lane thread: take the read lock, read one line, hand the lock on, run it."""
+        while True:
+            with self._lock:
+                self._waiting += 1
+            with self._read_lock:
+                with self._lock:
+                    self._waiting -= 1
+                if self._eof:
+                    return
+                line = self._next_line()
+                if line is None:
+                    self._eof = True
+                    with self._lock:  # answer what is in flight before the SDK sees the end
+                        while self._calls:
+                            self._settled.wait()
+                    self._hand_to_sdk(None)
+                    return
+                job = self._took(line)
+                if job is not None:
+                    with self._lock:  # someone must be there to read the next line
+                        if self._waiting == 0:
+                            if self._threads >= _LANE_THREADS:
+                                # Every lane thread is busy: queue the call on the
+                                # workspace's workers and keep reading.
+                                with contextlib.suppress(RuntimeError):  # loop closed
+                                    self._loop.call_soon_threadsafe(self._queue, job)
+                                    continue
+                            self._spawn()
+            if job is not None:
+                job()
+
+    def _queue(self, job: Callable[[], None]) -> None:
+        """Run ``job`` on the workspace's workers (on the event loop)."""
+        try:
+            self._context.submit(job)
+        except RuntimeError:  # closed: the job answers that itself, from here
+            threading.Thread(target=job, daemon=True).start()
+
+    def _next_line(self) -> bytes | None:
+        """The next line from the pipe (``None`` at its end; a last unterminated line
+        counts as a line)."""
+        buffer = self._buffer
+        start = 0
+        while True:
+            end = buffer.find(b"\n", start)
+            if end >= 0:
+                line = bytes(buffer[:end + 1])
+                del buffer[:end + 1]
+                return line
+            if len(buffer) > _LINE_LIMIT:
+                logger.error("a line from the MCP client is over %d bytes: closing", _LINE_LIMIT)
+                return None
+            start = len(buffer)
+            try:
+                ready, _, _ = select.select([self._fd, self._wake_r], [], [])
+                if self._wake_r in ready:
+                    return None  # stopped
+                chunk = os.read(self._fd, 1 << 16)
+            except BlockingIOError:  # a pipe the client made non-blocking: no data yet
+                continue
+            except OSError as exc:
+                logger.debug("reading from the MCP client failed: %s", exc)
+                chunk = b""
+            if not chunk:
+                if not buffer:
+                    return None
+                line = bytes(buffer)
+                buffer.clear()
+                return line
+            buffer += chunk
+
+    def _took(self, line: bytes) -> Callable[[], None] | None:
+        """The call to run for this line if the lane answers it; else the line went to
+        the SDK (or was a cancellation the lane applied). Runs under the read lock, so
+        lines are classified in the order the client sent them."""
+        message = self._message(line)
+        if message is None:
+            self._hand_to_sdk(line.decode("utf-8", "replace"))
+            return None
+        method, request_id = message.get("method"), message.get("id")
+        if request_id is None and method == "notifications/cancelled" and self._cancel(
+                message.get("params")):
+            return None
+        call = self._eligible(message) if request_id is not None else None
+        if call is None:
+            self._hand_to_sdk(line.decode("utf-8", "replace"))
+            return None
+        rid = cast(RequestId, request_id)  # _eligible takes only an int or str id
+        key = (type(rid), rid)
+        with self._lock:
+            self._calls.add(key)
+        self._owner._lane_calls += 1
+        return functools.partial(self._answer, key, rid, *call)
+
+    def _message(self, line: bytes) -> dict[str, Any] | None:
+        """The parsed message, when it is a JSON object with a string method; the era
+        and pending handshakes noted."""
         try:
             message = from_json(line)
         except ValueError:
-            return False  # the SDK answers a parse error
-        if not isinstance(message, dict):
-            return False
-        method = message.get("method")
-        request_id = message.get("id")
-        if not isinstance(method, str):
-            return False
-        if request_id is None:  # a notification
-            return method == "notifications/cancelled" and self._cancel(message.get("params"))
-        if method == "initialize":
-            self._initializing.append(request_id)
-        if self._modern is None:
-            params = message.get("params")
-            meta = params.get("_meta") if isinstance(params, dict) else None
-            self._modern = (method != "initialize" and isinstance(meta, dict)
-                            and types.PROTOCOL_VERSION_META_KEY in meta)
-            return False
-        if method != "tools/call":
-            return False
-        call = self._eligible(message)
-        if call is None:
-            return False
-        key = (type(request_id), request_id)
-        self._owner._lane_calls += 1
-        context = self._owner._stream()
-        try:  # straight to a worker: no task, no turn of the event loop in between
-            future = context.submit(self._answer, key, request_id, *call, context.sync)
-        except RuntimeError as exc:  # the workers are closed: answer from here
-            future = asyncio.ensure_future(self._refuse(key, request_id, call[2], exc))
-        self._calls[key] = future
-        future.add_done_callback(lambda done: self._settled(key, done))
-        return True
+            return None  # the SDK answers a parse error
+        if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+            return None
+        method, request_id = message["method"], message.get("id")
+        if request_id is not None:
+            with self._lock:
+                if method == "initialize":
+                    self._initializing.append(request_id)
+                if self._modern is None:
+                    params = message.get("params")
+                    meta = params.get("_meta") if isinstance(params, dict) else None
+                    self._modern = (method != "initialize" and isinstance(meta, dict)
+                                    and types.PROTOCOL_VERSION_META_KEY in meta)
+                    return None  # the first request is the SDK's: it decides the era
+        return message
 
     def _eligible(self, message: dict[str, Any]) -> tuple[str, dict[str, Any], str] | None:
         """``(tool, arguments, protocol version)`` of a call the lane may answer, or
         ``None`` to leave it to the SDK (which also answers every malformed one)."""
         request_id, params = message["id"], message.get("params")
-        if (type(request_id) not in (int, str) or (type(request_id), request_id) in self._calls
+        with self._lock:
+            busy = (type(request_id), request_id) in self._calls
+            modern, version = self._modern, self._version
+        if (message["method"] != "tools/call" or type(request_id) not in (int, str) or busy
                 or message.get("jsonrpc") != "2.0"
                 or not message.keys() <= {"jsonrpc", "id", "method", "params"}
                 or not isinstance(params, dict)
                 or params.get("name") not in self._owner._enabled
                 or not self._owner._serves_calls_as_built()):
             return None
-        if self._modern:
+        if modern:
             route = classify_inbound_request({"method": "tools/call", "params": params})
             if isinstance(route, InboundLadderRejection):
                 return None
             version = route.protocol_version
         else:
             meta = params.get("_meta")
-            if self._version is None or (isinstance(meta, dict)
-                                         and types.PROTOCOL_VERSION_META_KEY in meta):
+            if version is None or (isinstance(meta, dict)
+                                   and types.PROTOCOL_VERSION_META_KEY in meta):
                 return None  # not initialized, or an envelope the SDK refuses here
-            version = self._version
         try:  # the SDK's own check of the request for this protocol version
             wire_methods.validate_client_request("tools/call", version, params)
         except (ValueError, KeyError):  # ValidationError is a ValueError
@@ -575,31 +700,27 @@ class _StdioLane:
         arguments = params.get("arguments")
         return params["name"], arguments if arguments is not None else {}, version
 
-    async def _refuse(self, key: _Key, request_id: RequestId, version: str,
-                      exc: Exception) -> None:
-        """Answer a call the workers could not take, as ``AsyncWorkspace.execute`` does."""
-        context = self._owner._stream().sync
-        err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
-        output = render_output(context.masked(err), context.max_output_chars)
-        await asyncio.to_thread(self._answer_with, key, self._encode(request_id, output,
-                                                                    version))
-
     def _answer(self, key: _Key, request_id: RequestId, tool: str, arguments: dict[str, Any],
-                version: str, context: Workspace) -> None:
-        """Run a call and write its answer (on a worker thread)."""
+                version: str) -> None:
+        """Run a call and write its answer (on the lane thread that read it)."""
         try:
-            output = context.execute(tool, arguments)
-        except Exception as exc:  # execute answers every tool error itself: a bug
-            err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
-            output = render_output(context.masked(err), context.max_output_chars)
-        self._answer_with(key, self._encode(request_id, output, version))
-
-    def _answer_with(self, key: _Key, data: bytes) -> None:
-        with self._lock:
-            if key in self._cancelled:
-                return  # the client cancelled it: never answered (as the SDK does)
-            self._answering.add(key)
-        self._wire.send(data)
+            context = self._context
+            try:
+                output = context.run_here(context.sync.execute, tool, arguments)
+            except Exception as exc:  # as AsyncWorkspace.execute answers it
+                output = context.failed_output(exc)
+            data = self._encode(request_id, output, version)
+            with self._lock:
+                if key in self._cancelled:
+                    return  # the client cancelled it: never answered (as the SDK does)
+                self._answering.add(key)
+            self._wire.send(data)
+        finally:
+            with self._lock:
+                self._calls.discard(key)
+                self._cancelled.discard(key)
+                self._answering.discard(key)
+                self._settled.notify_all()
 
     def _encode(self, request_id: RequestId, output: ToolOutput, version: str) -> bytes:
         try:
@@ -609,14 +730,6 @@ class _StdioLane:
             answer = {"error": {"code": types.INTERNAL_ERROR,
                                 "message": "Handler returned an invalid result"}}
         return to_json({"jsonrpc": "2.0", "id": request_id, **answer}) + b"\n"
-
-    def _settled(self, key: _Key, done: asyncio.Future[None]) -> None:
-        self._calls.pop(key, None)
-        if not done.cancelled() and done.exception() is not None:
-            logger.error("a stdio call failed unanswered", exc_info=done.exception())
-        with self._lock:
-            self._cancelled.discard(key)
-            self._answering.discard(key)
 
     def _result(self, output: ToolOutput, version: str) -> dict[str, Any]:
         """The wire result the SDK would send for ``output`` at ``version``."""
@@ -637,9 +750,9 @@ class _StdioLane:
         if not isinstance(request_id, int | str):
             return False
         key = (type(request_id), request_id)
-        if key not in self._calls:
-            return False
         with self._lock:
+            if key not in self._calls:
+                return False
             if key not in self._answering:  # else too late: the answer is on its way
                 self._cancelled.add(key)
         return True
@@ -651,13 +764,14 @@ class _StdioLane:
         except ValueError:
             return
         request_id = message.get("id") if isinstance(message, dict) else None
-        if request_id not in self._initializing:
-            return
-        self._initializing.remove(request_id)
-        result = message.get("result")
+        result = message.get("result") if isinstance(message, dict) else None
         version = result.get("protocolVersion") if isinstance(result, dict) else None
-        if not self._modern and version in HANDSHAKE_PROTOCOL_VERSIONS:
-            self._version = version
+        with self._lock:
+            if request_id not in self._initializing:
+                return
+            self._initializing.remove(request_id)
+            if not self._modern and version in HANDSHAKE_PROTOCOL_VERSIONS:
+                self._version = version
 
 
 @functools.cache
@@ -695,10 +809,9 @@ def _is_pipe(fd: int) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def _pipes() -> AsyncIterator[tuple[asyncio.StreamReader, int] | None]:
-    """An event-loop stream over stdin and a blocking descriptor of stdout when both are
-    pipes (as an MCP client spawns a server), which spares the SDK's two worker-thread
-    round trips per message.
+async def _pipes() -> AsyncIterator[tuple[int, int] | None]:
+    """Descriptors of stdin and stdout for a :class:`_StdioLane` when both are pipes (as
+    an MCP client spawns a server).
     As the SDK does, fds 0 and 1 point at the null device and at stderr meanwhile, so
     stray output cannot corrupt the wire, and are restored after. ``None`` (the SDK's
     own transport) for anything else, and on Windows."""
@@ -709,39 +822,19 @@ async def _pipes() -> AsyncIterator[tuple[asyncio.StreamReader, int] | None]:
 
     wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
     wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
-    transports: list[asyncio.BaseTransport] = []
     try:
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
         os.dup2(2, 1)
-        # The read transport gets a descriptor of its own (it closes it at EOF); wire_in
-        # and wire_out stay open to put the wire back on 0 and 1.
-        reader = await _connect_pipe(fcntl.fcntl(wire_in, fcntl.F_DUPFD_CLOEXEC, 3),
-                                     transports)
-        yield reader, wire_out
+        yield wire_in, wire_out
     finally:
-        for transport in transports:
-            transport.close()
         with contextlib.suppress(Exception):  # stray buffered output: to stderr still
             sys.stdout.flush()
         for fd, wire in ((0, wire_in), (1, wire_out)):
             with contextlib.suppress(OSError):
                 os.dup2(wire, fd)
-                # The event loop made the wire's open file non-blocking; it is shared.
-                os.set_blocking(fd, True)
             os.close(wire)
-
-
-async def _connect_pipe(read_fd: int, transports: list[asyncio.BaseTransport]
-                        ) -> asyncio.StreamReader:
-    """An event-loop stream that owns ``read_fd``; its transport is appended to
-    ``transports``, for the caller to close."""
-    reader = asyncio.StreamReader(limit=_LINE_LIMIT)
-    transport, _ = await asyncio.get_running_loop().connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0))
-    transports.append(transport)
-    return reader
 
 
 def endpoint_url(host: str, port: int, path: str = "/mcp") -> str:
