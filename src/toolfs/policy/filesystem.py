@@ -246,6 +246,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         return None
 
     def _check_writable(self, target: Target, op: Operation) -> None:
+        if not self.read_only and not self.deny:
+            return
         why = "this workspace is read-only" if self.read_only else self._deny_reason(target)
         if why is not None:
             err = fs_error("denied", why, path=target.display)
@@ -354,7 +356,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         :meth:`ObservedFile.commit` stores on exactly the version these bytes have.
         """
         target = self._writable(path, "edit")
-        obs = self.ledger.get(target.backend_path)
+        obs, cached = self.ledger.observed(target.backend_path)
         if self.policy is None or (obs is None and not self.policy.require_observation):
             blob = self._get(target, length=self.size_cap + 1)
             self._check_cap(target, blob.size)
@@ -372,7 +374,6 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
                 details={"current_version": str(probe.version)}), target, "edit")
         if obs.size is not None:
             self._check_cap(target, obs.size)
-        cached = self.ledger.content(target.backend_path, obs.version)
         if cached is not None:
             return ObservedFile(self, target, obs.version, len(cached), cached, cached=True)
         blob = self._get(target, if_version=obs.version)
@@ -438,11 +439,10 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         """A write's condition, from what this context observed now."""
         if self.policy is None:
             return Overwrite()
-        obs = self.ledger.get(target.backend_path)
+        obs, known = self.ledger.observed(target.backend_path)
         if obs is not None and obs.version is not None:
             # The cached bytes of that version, if held, spare the store a digest.
-            return Update(obs.version,
-                          known=self.ledger.content(target.backend_path, obs.version))
+            return Update(obs.version, known=known)
         if obs is None and not self.policy.require_observation:
             return Overwrite()
         return Create()

@@ -63,6 +63,19 @@ class Ledger:
                 while self._cached_total > self.cache_bytes:
                     self._drop(next(iter(self._cache)))
 
+    def observed(self, key: str) -> tuple[Observation | None, bytes | None]:
+        """The observation of ``key`` and the cached bytes of its version, if held (one
+        lock round trip for what :meth:`get` and :meth:`content` answer together)."""
+        with self._lock:
+            obs = self._obs.get(key)
+            if obs is None or obs.version is None:
+                return obs, None
+            hit = self._cache.get(key)
+            if hit is None or (hit[0] is not obs.version and hit[0] != obs.version):
+                return obs, None
+            self._cache.move_to_end(key)
+            return obs, hit[1]
+
     def content(self, key: str, version: FileVersion) -> bytes | None:
         """The cached bytes of ``key`` at ``version``, if still held."""
         with self._lock:

@@ -1,0 +1,175 @@
+"""The per-call fast paths of write and edit agree with the general paths they shortcut.
+
+* ``Jail.resolve`` remembers the checks on a path's string; what the filesystem says
+  (symlinks, a moved root) is asked again on every call, so a remembered path that has
+  since become a link, or whose root moved, resolves exactly as a fresh jail resolves it.
+* ``Workspace.read/write/edit`` skip building the arguments model for arguments of
+  exactly the accepted types; anything else is validated, with the schema's refusals.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+from typing import Any
+
+import pytest
+
+import toolfs
+from tests.test_jail_links import PATHS, _tree
+from toolfs import tools
+from toolfs.errors import FsError
+from toolfs.policy.paths import Jail
+from toolfs.schemas import EditArgs, ReadArgs, WriteArgs
+from toolfs.workspace import _validate
+
+
+def _answer(jail: Jail, rel: str) -> tuple[str, str, str] | str:
+    """What ``jail.resolve`` gives: the target's paths, or the refusal's code."""
+    try:
+        t = jail.resolve(rel)
+    except FsError as err:
+        return err.code
+    return t.backend_path, t.display, t.reached
+
+
+def _fresh(jail: Jail) -> Jail:
+    return Jail(jail.root, jail.protocols, resolve_symlinks=jail.resolve_symlinks)
+
+
+@pytest.mark.parametrize("via_link", [False, True], ids=["real root", "root via a link"])
+def test_a_remembered_path_resolves_as_a_fresh_jail_does(tmp_path: pathlib.Path,
+                                                        via_link: bool) -> None:
+    real, _ = _tree(tmp_path)
+    jail = Jail(str(tmp_path / "root-link" if via_link else real), ("file", "local"),
+                resolve_symlinks=True)
+    first = {rel: _answer(jail, rel) for rel in PATHS}
+    again = {rel: _answer(jail, rel) for rel in PATHS}  # every one from the memory now
+    assert again == first == {rel: _answer(_fresh(jail), rel) for rel in PATHS}
+
+
+def test_a_remembered_path_that_became_a_link_is_followed_or_refused(
+        tmp_path: pathlib.Path) -> None:
+    real, outside = _tree(tmp_path)
+    jail = Jail(str(real), ("file", "local"), resolve_symlinks=True)
+    for rel in ("new.txt", "a/b/c.txt", "a/b/gone/x.txt"):
+        assert _answer(jail, rel) == (str(real / rel), rel, rel)
+    # The file becomes a link inside the root, the directory one to outside it.
+    os.symlink(real / "f.txt", real / "new.txt")
+    shutil.rmtree(real / "a" / "b")
+    os.symlink(outside / "deep", real / "a" / "b")
+    assert _answer(jail, "new.txt") == (str(real / "f.txt"), "new.txt", "f.txt")
+    assert _answer(jail, "a/b/c.txt") == "outside_root"
+    assert _answer(jail, "a/b/gone/x.txt") == "outside_root"
+    for rel in ("new.txt", "a/b/c.txt", "a/b/gone/x.txt"):
+        assert _answer(jail, rel) == _answer(_fresh(jail), rel)
+
+
+def test_a_remembered_path_under_a_moved_root_is_refused(tmp_path: pathlib.Path) -> None:
+    parent = tmp_path / "parent"
+    (parent / "root").mkdir(parents=True)
+    (parent / "root" / "f.txt").write_text("mine")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "root").mkdir(parents=True)
+    jail = Jail(str(parent / "root"), ("file", "local"), resolve_symlinks=True)
+    assert _answer(jail, "f.txt") == (str(parent / "root" / "f.txt"), "f.txt", "f.txt")
+    parent.rename(tmp_path / "moved")
+    os.symlink(elsewhere, parent)
+    assert _answer(jail, "f.txt") == "outside_root"
+
+
+def test_refused_paths_are_refused_every_time(tmp_path: pathlib.Path) -> None:
+    """Refusals are never remembered as answers: the second call refuses again."""
+    jail = Jail(str(tmp_path), ("file", "local"), resolve_symlinks=True)
+    for bad in ("../x", "a//b", "a\\b", "%2e%2e/x", "\udce9.txt", "a\x00b", "/etc/passwd"):
+        codes = {_answer(jail, bad) for _ in range(2)}
+        assert len(codes) == 1 and codes <= {"outside_root", "invalid_arguments"}, bad
+
+
+def test_the_memory_is_bounded(tmp_path: pathlib.Path) -> None:
+    from toolfs.policy import paths
+
+    jail = Jail(str(tmp_path), ("file", "local"), resolve_symlinks=True)
+    for i in range(paths._CACHED_PATHS * 2 + 5):
+        jail.resolve(f"f{i}.txt")
+    jail.resolve("x" * (paths._CACHED_PATH_CHARS + 1))
+    assert len(jail._confined) <= paths._CACHED_PATHS
+    assert all(len(p) <= paths._CACHED_PATH_CHARS for p in jail._confined)
+    # A path remembered on memory filesystems too (no links to ask about).
+    mem = Jail("/proj", ("memory",))
+    assert mem.resolve("a/./b.txt") is mem.resolve("a/./b.txt")
+    assert mem.resolve("a/./b.txt").backend_path == "/proj/a/b.txt"
+
+
+# -- typed methods: the arguments model is skipped only where it would change nothing --
+
+
+class _Str(str):
+    pass
+
+
+BAD_CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("read", {"file_path": 3}),
+    ("read", {"file_path": "f.txt", "offset": 0}),
+    ("read", {"file_path": "f.txt", "offset": True}),
+    ("read", {"file_path": "f.txt", "limit": -1}),
+    ("read", {"file_path": "f.txt", "limit": 2.0}),
+    ("write", {"file_path": None, "content": "x"}),
+    ("write", {"file_path": "f.txt", "content": b"x"}),
+    ("edit", {"file_path": "f.txt", "old_string": "", "new_string": "x"}),
+    ("edit", {"file_path": "f.txt", "old_string": "a", "new_string": "a"}),
+    ("edit", {"file_path": "f.txt", "old_string": "a", "new_string": "b",
+              "replace_all": 1}),
+    ("edit", {"file_path": "f.txt", "old_string": 1, "new_string": "b"}),
+    ("edit", {"file_path": "f.txt", "old_string": "a", "new_string": None}),
+]
+MODELS = {"read": ReadArgs, "write": WriteArgs, "edit": EditArgs}
+
+
+@pytest.mark.parametrize(("tool", "args"), BAD_CALLS)
+def test_typed_methods_refuse_what_the_schema_refuses(tmp_path: pathlib.Path, tool: str,
+                                                      args: dict[str, Any]) -> None:
+    ws = toolfs.Workspace(str(tmp_path))
+    ws.write("f.txt", "a\n")
+    ws.read("f.txt")
+    with pytest.raises(FsError) as typed:
+        getattr(ws, tool)(**args)
+    given = {k: v for k, v in args.items() if not (v is None and k in ("offset", "limit"))}
+    with pytest.raises(FsError) as validated:
+        _validate(MODELS[tool], given)
+    assert typed.value.code == "invalid_arguments"
+    assert typed.value.message == validated.value.message
+    assert (tmp_path / "f.txt").read_text() == "a\n"
+
+
+def test_typed_methods_match_the_validated_tools(tmp_path: pathlib.Path) -> None:
+    """The same calls through the typed methods and through the tools with validated
+    arguments, on two identical trees: the same results and the same bytes."""
+    fast_root, slow_root = tmp_path / "fast", tmp_path / "slow"
+    fast_root.mkdir()
+    slow_root.mkdir()
+    fast, slow = toolfs.Workspace(str(fast_root)), toolfs.Workspace(str(slow_root))
+    text = "one\r\ntwo\r\nthree two\r\n"
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("write", {"file_path": "d/f.txt", "content": text}),
+        ("read", {"file_path": "d/f.txt"}),
+        ("read", {"file_path": "d/f.txt", "offset": 2, "limit": 1}),
+        ("edit", {"file_path": "d/f.txt", "old_string": "one", "new_string": "1"}),
+        ("edit", {"file_path": "./d/f.txt", "old_string": "two", "new_string": "2\n2",
+                  "replace_all": True}),
+        ("write", {"file_path": "d/f.txt", "content": "\ufeffbom\n"}),
+        ("edit", {"file_path": "d/f.txt", "old_string": "bom", "new_string": "b"}),
+    ]
+    for tool, args in calls:
+        a = getattr(fast, tool)(**args)
+        b = getattr(tools, tool)(slow.fs, MODELS[tool].model_validate(args))
+        assert a == b, (tool, args)
+    assert (fast_root / "d" / "f.txt").read_bytes() == (slow_root / "d" / "f.txt").read_bytes()
+    # A str subclass is not taken as it is, but the schema accepts it: the same answer.
+    assert fast.read(_Str("d/f.txt")) == fast.read("d/f.txt")
+    # Refusals of the tools themselves are the same too.
+    for ws in (fast, slow):
+        with pytest.raises(FsError) as exc:
+            ws.edit("d/f.txt", "absent", "x")
+        assert exc.value.code == "no_match"
