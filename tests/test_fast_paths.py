@@ -173,3 +173,97 @@ def test_typed_methods_match_the_validated_tools(tmp_path: pathlib.Path) -> None
         with pytest.raises(FsError) as exc:
             ws.edit("d/f.txt", "absent", "x")
         assert exc.value.code == "no_match"
+
+
+# -- models built from trusted values (toolfs._trusted) -------------------------------
+
+
+def _same_as_validated(model: Any) -> None:
+    """``model`` equals, dumps and reports its set fields as the validated model made
+    from the same given fields does."""
+    cls = type(model)
+    given = {k: getattr(model, k) for k in model.model_fields_set}
+    validated = cls(**given)  # a time stamp (`at`) is a default, made anew here
+    assert model.model_fields_set == validated.model_fields_set
+    assert model.model_dump(exclude_unset=True) == validated.model_dump(exclude_unset=True)
+    again = cls(**given) if "at" not in cls.model_fields else cls(**given, at=model.at)
+    assert model == again
+    assert model.model_dump() == again.model_dump()
+    assert repr(model) == repr(again)
+    assert cls.model_validate(model.model_dump()) == model
+    if cls.model_config.get("frozen"):
+        with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen-instance error
+            setattr(model, next(iter(cls.model_fields)), None)
+
+
+def test_trusted_models_are_the_validated_ones(tmp_path: pathlib.Path) -> None:
+    from toolfs.versions import FileVersion
+
+    ws = toolfs.Workspace(str(tmp_path))
+    results = [ws.write("f.txt", "one\ntwo\n"), ws.read("f.txt"), ws.read("f.txt", 2, 1),
+               ws.edit("f.txt", "one", "1"), ws.write("f.txt", "three\n")]
+    for result in results:
+        _same_as_validated(result)
+        _same_as_validated(result.version)
+    events = list(ws.audit.events)
+    assert {e.type for e in events} == {"fs/read", "fs/write-intent", "fs/written"}
+    for event in events:
+        _same_as_validated(event)
+    snap = ws.snapshot()
+    for obs in snap.observations.values():
+        _same_as_validated(obs)
+    assert type(snap).model_validate_json(snap.model_dump_json()) == snap
+    v = FileVersion.of_bytes(b"x")
+    assert v == FileVersion(kind="sha256", value=v.value)
+    assert hash(v) == hash(FileVersion(kind="sha256", value=v.value))
+    assert v.model_fields_set == {"kind", "value"}
+
+
+def test_events_with_values_the_schema_refuses_are_still_refused(
+        tmp_path: pathlib.Path) -> None:
+    """Only values made by toolfs skip validation: an operation name a caller made up
+    is checked as before."""
+    from pydantic import ValidationError
+
+    ws = toolfs.Workspace(str(tmp_path))
+    with pytest.raises(ValidationError):
+        ws.fs.pipe_file("f.txt", b"x", operation="bogus")  # type: ignore[arg-type]
+    assert not (tmp_path / "f.txt").exists()
+
+
+# -- local temp names: serials from a random start -----------------------------------
+
+
+def test_a_taken_temp_name_falls_back_to_a_random_one(tmp_path: pathlib.Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import itertools
+
+    from toolfs.backends import local
+
+    monkeypatch.setattr(local, "_temp_serials", itertools.count(5))
+    taken = tmp_path / f"{local.temp_prefix('f.txt')}{5:012x}"
+    taken.write_text("someone else's")
+    dfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        name, fd = local._create_temp(dfd, "f.txt")
+        os.close(fd)
+    finally:
+        os.close(dfd)
+    assert name != taken.name and name.startswith(local.temp_prefix("f.txt"))
+    assert len(name) == len(taken.name)
+    assert taken.read_text() == "someone else's"
+    # And a write goes through whatever the serials give.
+    monkeypatch.setattr(local, "_temp_serials", itertools.count(5))
+    ws = toolfs.Workspace(str(tmp_path))
+    ws.write("g.txt", "g\n")
+    assert (tmp_path / "g.txt").read_text() == "g\n"
+
+
+def test_temp_serials_start_at_random() -> None:
+    from toolfs.backends import local
+
+    starts = set()
+    for _ in range(3):
+        local._reseed_temp_serials()
+        starts.add(next(local._temp_serials))
+    assert len(starts) == 3

@@ -8,6 +8,7 @@ from collections import OrderedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolfs._trusted import trusted
 from toolfs.versions import FileVersion
 
 
@@ -20,6 +21,9 @@ class Observation(BaseModel):
     """The version seen; ``None`` means the file was seen to be absent."""
     size: int | None = None
     at: float = Field(default_factory=time.time)
+
+
+_OBS_SET = frozenset({"version", "size"})
 
 
 class LedgerSnapshot(BaseModel):
@@ -54,8 +58,15 @@ class Ledger:
     def record(self, key: str, version: FileVersion | None, *, size: int | None = None,
                content: bytes | None = None) -> None:
         """Remember that ``key`` is at ``version`` (None: absent), with its bytes if known."""
+        if (size is None or type(size) is int) and (
+                version is None or type(version) is FileVersion):
+            # The values a store or the policy made: no validation (toolfs._trusted).
+            obs = trusted(Observation, _OBS_SET, {"version": version, "size": size,
+                                                  "at": time.time()})
+        else:
+            obs = Observation(version=version, size=size)
         with self._lock:
-            self._obs[key] = Observation(version=version, size=size)
+            self._obs[key] = obs
             self._drop(key)
             if content is not None and version is not None and len(content) <= self.cache_bytes:
                 self._cache[key] = (version, content)
