@@ -267,3 +267,75 @@ def test_temp_serials_start_at_random() -> None:
         local._reseed_temp_serials()
         starts.add(next(local._temp_serials))
     assert len(starts) == 3
+
+
+# -- the local store checks the root itself on the calls that reach files through it -----
+
+
+def _moved_root(tmp_path: pathlib.Path) -> tuple[toolfs.Workspace, pathlib.Path,
+                                                 pathlib.Path]:
+    """A workspace whose root's parent is then swapped for a link to a look-alike tree."""
+    parent = tmp_path / "parent"
+    for base in (parent, tmp_path / "elsewhere"):
+        (base / "root" / "d").mkdir(parents=True)
+        (base / "root" / "f.txt").write_text("f\n")
+        (base / "root" / "d" / "g.txt").write_text("g\n")
+    ws = toolfs.Workspace(str(parent / "root"))
+    for rel in ("f.txt", "d/g.txt"):
+        ws.read(rel)
+    parent.rename(tmp_path / "moved")
+    os.symlink(tmp_path / "elsewhere", parent)  # the root's path now leads elsewhere
+    return ws, tmp_path / "moved" / "root", tmp_path / "elsewhere" / "root"
+
+
+@pytest.mark.parametrize("rel", ["f.txt", "d/g.txt", "new.txt", "d/new.txt"])
+def test_every_tool_refuses_a_root_whose_parent_became_a_link(tmp_path: pathlib.Path,
+                                                            rel: str) -> None:
+    ws, moved, elsewhere = _moved_root(tmp_path)
+    before = {p: p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()}
+    calls = [("read", {"file_path": rel}),
+             ("write", {"file_path": rel, "content": "x\n"}),
+             ("edit", {"file_path": rel, "old_string": rel[-5], "new_string": "y"})]
+    for tool, args in calls:
+        out = ws.execute(tool, args)
+        assert out.error is not None and out.error.code == "outside_root", (tool, out.text)
+    assert {p: p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in elsewhere.rglob("*")) == sorted(
+        p.name for p in moved.rglob("*"))  # no file left behind either
+
+
+def test_a_re_created_root_keeps_working_for_every_tool(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    ws = toolfs.Workspace(str(root))
+    ws.write("f.txt", "one\n")
+    shutil.rmtree(root)
+    root.mkdir()
+    (root / "d").mkdir()
+    with pytest.raises(FsError) as exc:  # read as "one", gone with the old root
+        ws.write("f.txt", "two\n")
+    assert exc.value.code == "stale"
+    ws.write("f2.txt", "two\n")  # never seen: created in the new root
+    ws.write("d/g.txt", "g\n")
+    assert ws.read("f2.txt").lines == ["two"]
+    ws.edit("f2.txt", "two", "three")
+    ws.edit("d/g.txt", "g", "h")
+    assert (root / "f2.txt").read_text() == "three\n"
+    assert (root / "d" / "g.txt").read_text() == "h\n"
+    assert sorted(os.listdir(root)) == ["d", "f2.txt"]
+
+
+def test_a_store_for_another_root_does_not_check_this_one(tmp_path: pathlib.Path) -> None:
+    """The policy leaves the root check to its store only when the store walks from
+    this very root."""
+    import fsspec
+
+    from toolfs.backends.local import LocalStore
+    from toolfs.policy.filesystem import PolicyFileSystem
+
+    (tmp_path / "root").mkdir()
+    local = fsspec.filesystem("file")
+    own = PolicyFileSystem(local, str(tmp_path / "root"))
+    other = PolicyFileSystem(local, str(tmp_path / "root"),
+                             store=LocalStore(local, root=str(tmp_path)))
+    assert own._root_checked and not other._root_checked

@@ -118,12 +118,17 @@ class FileVersion(BaseModel):
     def of_bytes(cls, data: bytes, like: FileVersion | None = None) -> FileVersion:
         """The content-digest version of ``data``: in the algorithm ``like`` names when it
         is a digest version (to compare with it), else in :func:`digest_kind`'s."""
-        kind = like.kind if like is not None and like.kind in DIGEST_KINDS else \
-            digest_kind(len(data))
+        if like is not None and like.kind in DIGEST_KINDS:
+            kind = like.kind
+        else:  # digest_kind, written out: every write makes one
+            kind = "blake3" if _blake3 is not None and len(data) >= BLAKE3_MIN_BYTES \
+                else "sha256"
+        value = hashlib.sha256(data).hexdigest() if kind == "sha256" else \
+            _DIGESTS[kind](data)
         if cls is not FileVersion:  # a subclass may validate more
-            return cls(kind=kind, value=_DIGESTS[kind](data))
+            return cls(kind=kind, value=value)
         # Both values made here: no validation (see toolfs._trusted).
-        return trusted(cls, _KIND_VALUE, {"kind": kind, "value": _DIGESTS[kind](data),
+        return trusted(cls, _KIND_VALUE, {"kind": kind, "value": value,
                                           "version_id": None})
 
     def matches(self, data: bytes) -> bool:

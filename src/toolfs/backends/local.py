@@ -131,6 +131,7 @@ class LocalStore(Store):
     capabilities: ClassVar[Capabilities] = Capabilities(
         atomic=True, cross_process=True, digest_versions=True, symlinks=True,
         cheap_listing=True)
+    checks_root: ClassVar[bool] = True
 
     def __init__(self, fs: Any, *, root: str | None = None,
                  size_cap: int = 10 * 1024 * 1024) -> None:
@@ -141,19 +142,37 @@ class LocalStore(Store):
                            path=root)
         self.folds_case = _folds_case(self.root or "/")
         self._root_dir = self.root or "/"
+        st = os.stat(self._root_dir)
+        self._root_id = (st.st_dev, st.st_ino)
         self._prefix = self._root_dir if self._root_dir.endswith(os.sep) else \
             self._root_dir + os.sep
         # (dev, inode, name) -> the directory's (mtime_ns, ctime_ns) just after this
-        # store's last write of `name` there left no temp file behind (see _note_clean).
+        # store's last write of `name` there left no temp file behind. Creating a temp
+        # file changes the directory's mtime and ctime, so a later write that finds the
+        # same stamps knows nothing was created there since (a crashed writer's temp
+        # file included) and skips the `listdir`. Bounded: dropped whole when full (the
+        # next writes sweep again).
         self._clean: dict[tuple[int, int, str], tuple[int, int]] = {}
 
     # -- path walking ---------------------------------------------------------------
 
     def _walk(self, path: str, *, create: bool = False) -> tuple[int, str]:
-        """``(fd of the parent directory, file name)``, walked symlink-free from the root;
-        the caller closes the fd. Errors leave as :class:`FsError`."""
-        # The policy hands over normalised paths below the root: no normpath then.
-        if not _is_normal(path):
+        """``(fd of the parent directory, file name)``, walked symlink-free from the root
+        (which must still be the directory resolved at construction, see
+        :meth:`_check_root`); the caller closes the fd. Errors leave as
+        :class:`FsError`."""
+        fd, name, _ = self._walk_to(path, create=create, defer_root_check=False)
+        return fd, name
+
+    def _walk_to(self, path: str, *, create: bool,
+                 defer_root_check: bool) -> tuple[int, str, bool]:
+        """:meth:`_walk`; with ``defer_root_check``, a file in the root itself comes back
+        with its root not yet checked (the third value says so): the caller checks it
+        with a stat of the fd it makes anyway (``put``: under the lock)."""
+        # The policy hands over normalised paths below the root: no normpath then
+        # (_is_normal, written out).
+        if not path.startswith(os.sep) or path.endswith(os.sep) or "//" in path \
+                or "/." in path:
             path = os.path.normpath(path)
         root, prefix = self._root_dir, self._prefix
         # Slicing is relpath for those (relpath, for anything else, also answers
@@ -165,8 +184,16 @@ class LocalStore(Store):
             fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as exc:
             raise _translate(exc, path) from exc
-        if os.sep not in rel:  # a file in the root itself: nothing to walk
-            return fd, rel
+        at_root = os.sep not in rel  # a file in the root itself: nothing to walk
+        if at_root and defer_root_check:
+            return fd, rel, True
+        try:
+            self._check_root(os.fstat(fd), path)
+        except BaseException:
+            os.close(fd)
+            raise
+        if at_root:
+            return fd, rel, False
         *dirs, name = rel.split(os.sep)
         try:
             for i, part in enumerate(dirs):
@@ -185,7 +212,21 @@ class LocalStore(Store):
             if isinstance(exc, OSError) and not isinstance(exc, FsError):
                 raise _translate(exc, path) from exc
             raise
-        return fd, name
+        return fd, name, False
+
+    def _check_root(self, st: os.stat_result, path: str) -> None:
+        """Refuse (``outside_root``) when the root's path, opened just now (``st``), no
+        longer leads to the directory resolved at construction because a parent was
+        swapped for a symlink: the walk would start somewhere else. A root re-created
+        in place (its path still free of links) is walked as it is now. This is the
+        check the policy's confinement otherwise makes with a ``stat`` of the root
+        before each call (``Store.checks_root``)."""
+        if (st.st_dev, st.st_ino) == self._root_id:
+            return
+        if os.path.realpath(self._root_dir) != self._root_dir:
+            raise fs_error("outside_root",
+                           f"{path} resolves through a symlink to outside the root",
+                           path=path)
 
     @contextlib.contextmanager
     def _parent_fd(self, path: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
@@ -345,7 +386,7 @@ class LocalStore(Store):
                 raise fs_error("not_a_file", f"{path} is {_kind(st)}", path=path) from exc
             raise _translate(exc, path) from exc
         st = os.fstat(fd)
-        if not _is_regular(st):
+        if not stat.S_ISREG(st.st_mode):
             os.close(fd)
             raise fs_error("not_a_file", f"{path} is {_kind(st)}", path=path)
         try:
@@ -408,7 +449,7 @@ class LocalStore(Store):
             st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
         except FileNotFoundError:
             return None
-        if not _is_regular(st):
+        if not stat.S_ISREG(st.st_mode):
             raise fs_error("not_a_file", f"{path} is {_kind(st)}", path=path)
         # `st_mode & 0o222` too: root passes access(W_OK) for any mode, yet a 0444 file
         # says "do not change me" and replacing it would silently drop that.
@@ -444,14 +485,15 @@ class LocalStore(Store):
             raise fs_error("stale", f"{path} changed", path=path)
 
     def put(self, path: str, data: bytes, mode: PutMode) -> FileVersion:
-        dfd, name = self._walk(path, create=True)
+        dfd, name, at_unchecked_root = self._walk_to(path, create=True,
+                                                     defer_root_check=True)
         try:
             try:
                 fcntl.flock(dfd, fcntl.LOCK_EX)
             except OSError as exc:  # ENOLCK on some network filesystems
                 raise _translate(exc, path) from exc
             try:
-                self._put_locked(dfd, name, path, data, mode)
+                self._put_locked(dfd, name, path, data, mode, at_unchecked_root)
             finally:
                 fcntl.flock(dfd, fcntl.LOCK_UN)
         finally:
@@ -461,13 +503,16 @@ class LocalStore(Store):
         return self.get(path, length=0).version
 
     def _put_locked(self, dfd: int, name: str, path: str, data: bytes,
-                    mode: PutMode) -> None:
+                    mode: PutMode, at_unchecked_root: bool = False) -> None:
         """Steps 3-5 of the module docstring, with the directory lock held.
 
         One pass with the checks of :meth:`_stat` and :meth:`_check` written out: this
         is the critical section of every local write and edit, and each call and
         object here was measurable on a 1 KB write."""
         try:
+            dir_st = os.fstat(dfd)
+            if at_unchecked_root:  # dfd is the root itself: its stat serves the check
+                self._check_root(dir_st, path)
             st = self._stat(dfd, name, path)
             if st is None:
                 if type(mode) is Update:
@@ -475,7 +520,6 @@ class LocalStore(Store):
             elif type(mode) is Create:
                 raise fs_error("stale", f"{path} was created by someone else",
                                path=path)
-            dir_st = os.fstat(dfd)
             key = (dir_st.st_dev, dir_st.st_ino, name)
             if self._clean.pop(key, None) != (dir_st.st_mtime_ns, dir_st.st_ctime_ns):
                 _remove_leftovers(dfd, name)
@@ -520,22 +564,15 @@ class LocalStore(Store):
             os.fsync(dfd)
             # No temp file of `name` is left in the directory as it is now: until the
             # directory changes again (any entry created, removed or renamed), the next
-            # write here need not look for leftovers (see _note_clean).
-            self._note_clean(key, os.fstat(dfd))
+            # write here need not look for leftovers (see self._clean).
+            dir_st = os.fstat(dfd)
+            if len(self._clean) >= _CLEAN_MEMORY:
+                self._clean.clear()
+            self._clean[key] = (dir_st.st_mtime_ns, dir_st.st_ctime_ns)
         except FsError:
             raise
         except OSError as exc:
             raise _translate(exc, path) from exc
-
-    def _note_clean(self, key: tuple[int, int, str], dir_st: os.stat_result) -> None:
-        """Remember that the directory ``key`` names held no leftover of its file at the
-        stamps of ``dir_st``. Creating a temp file changes the directory's mtime and
-        ctime, so a later write that finds the same stamps knows nothing was created
-        there since (a crashed writer's temp file included) and skips the ``listdir``.
-        Bounded: the memory is dropped whole when full (the next writes sweep again)."""
-        if len(self._clean) >= _CLEAN_MEMORY:
-            self._clean.clear()
-        self._clean[key] = (dir_st.st_mtime_ns, dir_st.st_ctime_ns)
 
     def delete(self, path: str, mode: Update | Overwrite) -> None:
         with self._parent_fd(path) as (dfd, name):

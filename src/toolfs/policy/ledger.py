@@ -67,7 +67,9 @@ class Ledger:
             obs = Observation(version=version, size=size)
         with self._lock:
             self._obs[key] = obs
-            self._drop(key)
+            old = self._cache.pop(key, None)  # _drop, written out
+            if old is not None:
+                self._cached_total -= len(old[1])
             if content is not None and version is not None and len(content) <= self.cache_bytes:
                 self._cache[key] = (version, content)
                 self._cached_total += len(content)

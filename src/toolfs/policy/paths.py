@@ -91,19 +91,24 @@ class Jail:
             return f"{self.root}{rel}"
         return f"{self.root}/{rel}"
 
-    def resolve(self, path: object) -> Target:
-        """Confine ``path``, or raise ``invalid_arguments``/``outside_root``."""
+    def resolve(self, path: object, *, root_checked: bool = False) -> Target:
+        """Confine ``path``, or raise ``invalid_arguments``/``outside_root``.
+
+        ``root_checked``: the caller reaches the target only through a store that checks
+        the root itself on every walk (``Store.checks_root``), so the ``stat`` of the
+        root that notices a parent swapped for a symlink is left to it."""
         if type(path) is str:
             hit = self._confined.get(path)
             if hit is not None:
                 plain, lstats = hit
                 if not self.resolve_symlinks:
                     return plain
-                backend = self._resolve_links(plain.backend_path, lstats, path)
+                backend = self._resolve_links(plain.backend_path, lstats, path,
+                                              root_checked)
                 return plain if backend is plain.backend_path else self._linked(plain, backend)
-        return self._resolve_new(path)
+        return self._resolve_new(path, root_checked)
 
-    def _resolve_new(self, path: object) -> Target:
+    def _resolve_new(self, path: object, root_checked: bool = False) -> Target:
         """:meth:`resolve` for a path not seen yet: every check on the string, then the
         symlinks; a valid path is remembered (bounded) with what its checks gave."""
         if not isinstance(path, str) or not path:
@@ -139,7 +144,7 @@ class Jail:
             self._confined[path] = (plain, lstats)
         if not self.resolve_symlinks:
             return plain
-        backend = self._resolve_links(plain.backend_path, lstats, path)
+        backend = self._resolve_links(plain.backend_path, lstats, path, root_checked)
         return plain if backend is plain.backend_path else self._linked(plain, backend)
 
     def _linked(self, plain: Target, backend: str) -> Target:
@@ -199,7 +204,8 @@ class Jail:
                 return path[len(root) + 1:]
         raise outside("it does not lie inside the root")
 
-    def _resolve_links(self, walked: str, lstats: tuple[str, ...], path: str) -> str:
+    def _resolve_links(self, walked: str, lstats: tuple[str, ...], path: str,
+                       root_checked: bool = False) -> str:
         """The real path of ``walked`` (``root/rel``; ``lstats``: each component below
         the root, outermost first): ``walked`` itself (the same object) when no symlink
         is crossed. One ``lstat`` per component until a symlink (then ``realpath`` of the
@@ -208,16 +214,21 @@ class Jail:
         re-resolving it and its parents on every call (``realpath`` of the whole path) was
         the largest per-call cost of a small local write; one ``stat`` of the root
         (below) still notices a parent swapped for a symlink. The local store then walks
-        the result with ``O_NOFOLLOW``."""
+        the result with ``O_NOFOLLOW`` (and, ``root_checked``, makes the root check
+        itself)."""
         root = self.real_root
         # One stat of the root by its path (the kernel walks it, in C): if that is no
         # longer the directory resolved at construction (a parent swapped for a
         # symlink, the root re-created), resolve the whole path as realpath does.
-        try:
-            st = os.stat(root)
-        except OSError:
-            st = None
-        if st is not None and self._root_id == (st.st_dev, st.st_ino):
+        if root_checked:
+            same_root = True
+        else:
+            try:
+                st = os.stat(root)
+            except OSError:
+                st = None
+            same_root = st is not None and self._root_id == (st.st_dev, st.st_ino)
+        if same_root:
             for part in lstats:
                 try:
                     mode = os.lstat(part).st_mode
