@@ -96,9 +96,10 @@ def lines_around(text: str, start: int, end: int, context: int,
     """The lines covering ``text[start:end]`` plus ``context`` lines on each side, and the
     1-based number of the first; only that region of ``text`` is split. ``start_line``,
     the line of ``start`` when the caller knows it, spares counting from offset 0."""
+    rfind, find = text.rfind, text.find
     lo = start
     for _ in range(context + 1):
-        lo = text.rfind("\n", 0, lo) if lo > 0 else -1
+        lo = rfind("\n", 0, lo) if lo > 0 else -1
         if lo < 0:
             break
     lo = lo + 1 if lo >= 0 else 0
@@ -106,7 +107,7 @@ def lines_around(text: str, start: int, end: int, context: int,
     # A span that ends with its newline already holds its last line whole.
     ends_whole = end > start and text[end - 1] == "\n"
     for _ in range(context if ends_whole else context + 1):
-        nxt = text.find("\n", hi)
+        nxt = find("\n", hi)
         if nxt < 0:
             hi = len(text)
             break
@@ -321,7 +322,9 @@ def apply_edit(raw: str, old: str, new: str, *, replace_all: bool,
 
     if m is None or not m.crlf:  # no CRLF: raw is text and each replacement is new_n
         if max_bytes is not None:
-            growth = len(new_n.encode("utf-8")) - len(old_n.encode("utf-8"))
+            # ASCII (most edits) is as many bytes as characters: no encoding needed.
+            growth = (len(new_n) - len(old_n)) if new_n.isascii() and old_n.isascii() \
+                else len(new_n.encode("utf-8")) - len(old_n.encode("utf-8"))
             if size is None:
                 size = len(raw.encode("utf-8", "surrogatepass"))
             if size + count * growth + (len(BOM) if bom else 0) > max_bytes:
