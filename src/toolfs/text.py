@@ -96,9 +96,10 @@ def lines_around(text: str, start: int, end: int, context: int,
     """The lines covering ``text[start:end]`` plus ``context`` lines on each side, and the
     1-based number of the first; only that region of ``text`` is split. ``start_line``,
     the line of ``start`` when the caller knows it, spares counting from offset 0."""
+    rfind, find = text.rfind, text.find
     lo = start
     for _ in range(context + 1):
-        lo = text.rfind("\n", 0, lo) if lo > 0 else -1
+        lo = rfind("\n", 0, lo) if lo > 0 else -1
         if lo < 0:
             break
     lo = lo + 1 if lo >= 0 else 0
@@ -106,7 +107,7 @@ def lines_around(text: str, start: int, end: int, context: int,
     # A span that ends with its newline already holds its last line whole.
     ends_whole = end > start and text[end - 1] == "\n"
     for _ in range(context if ends_whole else context + 1):
-        nxt = text.find("\n", hi)
+        nxt = find("\n", hi)
         if nxt < 0:
             hi = len(text)
             break
@@ -303,11 +304,12 @@ def apply_edit(raw: str, old: str, new: str, *, replace_all: bool,
     Costs O(len(raw) + size of the result): for one match without CRLF, one search
     through the text, the replacement, and counts over the text before the match only.
     """
-    old_n, new_n = normalize_newlines(old), normalize_newlines(new)
+    old_n, new_n = old.replace("\r\n", "\n"), new.replace("\r\n", "\n")
     if not old_n:
         raise fs_error("invalid_arguments", "old_string must not be empty", path=path)
-    m = _CrlfMap(raw)
-    text = m.normalized
+    # Most files hold no CR at all: then the text is its own LF-normalised form.
+    m = _CrlfMap(raw) if "\r" in raw else None
+    text = raw if m is None else m.normalized
     first = text.find(old_n)
     if first < 0:
         raise _no_match(text, old_n, path)
@@ -318,12 +320,15 @@ def apply_edit(raw: str, old: str, new: str, *, replace_all: bool,
     if count > 1 and not replace_all:
         raise _ambiguous(text, old_n, count, path)
 
-    if not m.crlf:  # no CRLF: raw is text and every replacement is new_n as sent
+    if m is None or not m.crlf:  # no CRLF: raw is text and each replacement is new_n
         if max_bytes is not None:
-            growth = len(new_n.encode("utf-8")) - len(old_n.encode("utf-8"))
+            # ASCII (most edits) is as many bytes as characters: no encoding needed.
+            growth = (len(new_n) - len(old_n)) if new_n.isascii() and old_n.isascii() \
+                else len(new_n.encode("utf-8")) - len(old_n.encode("utf-8"))
             if size is None:
                 size = len(raw.encode("utf-8", "surrogatepass"))
-            _check_size(size + count * growth, bom, max_bytes, path)
+            if size + count * growth + (len(BOM) if bom else 0) > max_bytes:
+                _check_size(size + count * growth, bom, max_bytes, path)
         if count == 1:
             # One pass that copies once (slicing and concatenating would copy twice).
             new_text = text.replace(old_n, new_n, 1)
@@ -334,6 +339,7 @@ def apply_edit(raw: str, old: str, new: str, *, replace_all: bool,
         return EditOutcome(text=new_text, count=count, lines=lines,
                            first_span=(first, first + len(new_n)))
 
+    assert m is not None
     default_crlf = m.mostly_crlf
     new_crlf = new_n.replace("\n", "\r\n")  # built once, shared by every CRLF span
     starts = find_all(text, old_n)

@@ -7,6 +7,7 @@ rules. Each returns a canonical result or raises :class:`~toolfs.errors.FsError`
 
 from __future__ import annotations
 
+from toolfs._trusted import trusted
 from toolfs.errors import FsError, fs_error
 from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
 from toolfs.render import MAX_LINE_CHARS
@@ -17,13 +18,24 @@ from toolfs.text import BOM, LineDecoder, apply_edit, decode, lines_around, spli
 SNIPPET_CONTEXT = 3
 STREAM_LINE_CHARS = 4 * MAX_LINE_CHARS
 """Characters of each line a streamed read keeps (display shows ``MAX_LINE_CHARS``)."""
+# The fields each result is built with (see toolfs._trusted): the values are made here.
+_READ_SET = frozenset({"path", "version", "lines", "start_line", "line_count",
+                       "total_lines", "size", "partial"})
+_WRITE_SET = frozenset(WriteResult.model_fields)
+_EDIT_SET = frozenset(EditResult.model_fields)
 
 
 def read(fs: PolicyFileSystem, args: ReadArgs) -> ReadResult:
     """Numbered lines ``offset .. offset+limit-1`` of a UTF-8 file."""
-    offset = args.offset or 1
-    limit = args.limit or DEFAULT_LIMIT
-    with fs.open(args.file_path, "rb") as f:
+    return read_file(fs, args.file_path, args.offset, args.limit)
+
+
+def read_file(fs: PolicyFileSystem, file_path: str, offset: int | None = None,
+              limit: int | None = None) -> ReadResult:
+    """:func:`read` with the arguments given one by one, already valid."""
+    offset = offset or 1
+    limit = limit or DEFAULT_LIMIT
+    with fs.open(file_path, "rb") as f:
         if f.complete:
             return _read_whole(f, offset, limit)
         return _read_stream(f, offset, limit)
@@ -34,10 +46,10 @@ def _read_whole(f: ObservedFile, offset: int, limit: int) -> ReadResult:
     lines = split_lines(doc.text)
     window = lines[offset - 1: offset - 1 + limit]
     # Trusted values built here: skip re-validating a list of up to `limit` lines.
-    return ReadResult.model_construct(
-        path=f.path, version=f.version, lines=window, start_line=offset,
-        line_count=len(window), total_lines=len(lines), size=f.size,
-        partial=len(window) < len(lines))
+    return trusted(ReadResult, _READ_SET, {
+        "path": f.path, "version": f.version, "lines": window, "start_line": offset,
+        "line_count": len(window), "total_lines": len(lines), "size": f.size,
+        "partial": len(window) < len(lines), "truncated": False, "cut_lines": None})
 
 
 def _read_stream(f: ObservedFile, offset: int, limit: int) -> ReadResult:
@@ -91,10 +103,10 @@ def _read_stream(f: ObservedFile, offset: int, limit: int) -> ReadResult:
             if len(window) == limit:
                 more = i < n or f.tell() < f.size
                 break
-    return ReadResult.model_construct(
-        path=f.path, version=f.version, lines=window, start_line=offset,
-        line_count=len(window), total_lines=None if more else number, size=f.size,
-        partial=True, cut_lines=cuts or None)
+    return trusted(ReadResult, _READ_SET | {"cut_lines"}, {
+        "path": f.path, "version": f.version, "lines": window, "start_line": offset,
+        "line_count": len(window), "total_lines": None if more else number,
+        "size": f.size, "partial": True, "truncated": False, "cut_lines": cuts or None})
 
 
 def _keep(window: list[str], cuts: dict[int, LineCut], number: int,
@@ -108,11 +120,16 @@ def _keep(window: list[str], cuts: dict[int, LineCut], number: int,
 
 def write(fs: PolicyFileSystem, args: WriteArgs) -> WriteResult:
     """Create or replace a file with ``content``, on the condition observed as it starts."""
-    pending = fs.prepare_write(args.file_path, operation="write")
-    commit = pending.commit(_check_text(args.content, pending.path))
-    return WriteResult(
-        path=commit.path, action="created" if commit.created else "updated",
-        version=commit.version, size=commit.size)
+    return write_file(fs, args.file_path, args.content)
+
+
+def write_file(fs: PolicyFileSystem, file_path: str, content: str) -> WriteResult:
+    """:func:`write` with the arguments given one by one, already valid."""
+    pending = fs.prepare_write(file_path, operation="write")
+    commit = pending.commit(_check_text(content, pending.path))
+    return trusted(WriteResult, _WRITE_SET, {
+        "path": commit.path, "action": "created" if commit.created else "updated",
+        "version": commit.version, "size": commit.size})
 
 
 def edit(fs: PolicyFileSystem, args: EditArgs) -> EditResult:
@@ -121,13 +138,19 @@ def edit(fs: PolicyFileSystem, args: EditArgs) -> EditResult:
     The result is committed through the handle it was computed from, so it lands only on
     the version those bytes have; a parallel change (even by this context) makes it stale.
     """
-    with fs.open(args.file_path, "rb", intent="edit") as f:
+    return edit_file(fs, args.file_path, args.old_string, args.new_string, args.replace_all)
+
+
+def edit_file(fs: PolicyFileSystem, file_path: str, old_string: str, new_string: str,
+              replace_all: bool = False) -> EditResult:
+    """:func:`edit` with the arguments given one by one, already valid."""
+    with fs.open(file_path, "rb", intent="edit") as f:
         data = f.read()
         doc = decode(data, f.path)
         try:
             # The cap is checked on the projected size, before the new text is built.
-            outcome = apply_edit(doc.text, args.old_string, args.new_string,
-                                 replace_all=args.replace_all, path=f.path,
+            outcome = apply_edit(doc.text, old_string, new_string,
+                                 replace_all=replace_all, path=f.path,
                                  max_bytes=fs.size_cap, bom=doc.bom,
                                  size=len(data) - (len(BOM) if doc.bom else 0))
         except FsError:
@@ -137,14 +160,15 @@ def edit(fs: PolicyFileSystem, args: EditArgs) -> EditResult:
                 f.verify()
             raise
         # The rest of the file was valid text when read; only new_string is new.
-        _check_text(args.new_string, f.path)
+        _check_text(new_string, f.path)
         commit = f.commit(doc.encode(outcome.text), operation="edit")
     # The text before the first change is unchanged: its line is the first match's.
     start, snippet = lines_around(outcome.text, *outcome.first_span, SNIPPET_CONTEXT,
                                   start_line=outcome.lines[0])
-    return EditResult.model_construct(
-        path=commit.path, replacements=outcome.count, replace_all=args.replace_all,
-        version=commit.version, lines=outcome.lines, snippet=snippet, snippet_start=start)
+    return trusted(EditResult, _EDIT_SET, {
+        "path": commit.path, "replacements": outcome.count, "replace_all": replace_all,
+        "version": commit.version, "lines": outcome.lines, "snippet": snippet,
+        "snippet_start": start})
 
 
 def _check_text(text: str, path: str) -> bytes:

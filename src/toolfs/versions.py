@@ -35,6 +35,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from toolfs._trusted import trusted
+
 _blake3: Callable[[bytes], Any] | None
 try:  # the optional speed-up (extra ``fast``); SHA-256 alone is always enough
     from blake3 import blake3 as _blake3_hasher
@@ -67,6 +69,17 @@ def _blake3_hex(data: bytes) -> str:
 
 
 _DIGESTS: dict[str, Callable[[bytes], str]] = {"sha256": _sha256, "blake3": _blake3_hex}
+
+
+_KIND_VALUE = frozenset({"kind", "value"})
+
+
+def stat_version(inode: int, size: int, mtime_ns: int) -> FileVersion:
+    """The ``stat`` version of a local or generic file over the whole-file cap (built from
+    ints, nothing to validate: a listing read makes one per file)."""
+    return trusted(FileVersion, _KIND_VALUE, {"kind": "stat",
+                                              "value": f"{inode}-{size}-{mtime_ns}",
+                                              "version_id": None})
 
 
 def digest_kind(size: int) -> Literal["sha256", "blake3"]:
@@ -105,9 +118,18 @@ class FileVersion(BaseModel):
     def of_bytes(cls, data: bytes, like: FileVersion | None = None) -> FileVersion:
         """The content-digest version of ``data``: in the algorithm ``like`` names when it
         is a digest version (to compare with it), else in :func:`digest_kind`'s."""
-        kind = like.kind if like is not None and like.kind in DIGEST_KINDS else \
-            digest_kind(len(data))
-        return cls(kind=kind, value=_DIGESTS[kind](data))
+        if like is not None and like.kind in DIGEST_KINDS:
+            kind = like.kind
+        else:  # digest_kind, written out: every write makes one
+            kind = "blake3" if _blake3 is not None and len(data) >= BLAKE3_MIN_BYTES \
+                else "sha256"
+        value = hashlib.sha256(data).hexdigest() if kind == "sha256" else \
+            _DIGESTS[kind](data)
+        if cls is not FileVersion:  # a subclass may validate more
+            return cls(kind=kind, value=value)
+        # Both values made here: no validation (see toolfs._trusted).
+        return trusted(cls, _KIND_VALUE, {"kind": kind, "value": value,
+                                          "version_id": None})
 
     def matches(self, data: bytes) -> bool:
         """Whether ``data`` has this digest version (hashed with the algorithm it names;

@@ -120,20 +120,34 @@ class Workspace:
 
     # -- the tools ----------------------------------------------------------------
 
+    # The typed methods skip building the arguments model when every argument already
+    # has exactly the type and range the schema's strict validation would accept
+    # unchanged (the model would hold the same values); anything else is validated,
+    # so every refusal is the schema's own.
+
     def read(self, file_path: str, offset: int | None = None,
              limit: int | None = None) -> ReadResult:
         """Read numbered lines; raises :class:`~toolfs.errors.FsError`."""
+        if (type(file_path) is str and _positive_or_none(offset)
+                and _positive_or_none(limit)):
+            return self._guarded(tools.read_file, file_path, offset, limit)
         return self._guarded(tools.read, _validated(
             ReadArgs, file_path=file_path, offset=offset, limit=limit))
 
     def write(self, file_path: str, content: str) -> WriteResult:
         """Create or replace a file; raises :class:`~toolfs.errors.FsError`."""
+        if type(file_path) is str and type(content) is str:
+            return self._guarded(tools.write_file, file_path, content)
         return self._guarded(tools.write, _validated(
             WriteArgs, file_path=file_path, content=content))
 
     def edit(self, file_path: str, old_string: str, new_string: str,
              replace_all: bool = False) -> EditResult:
         """Replace literal text; raises :class:`~toolfs.errors.FsError`."""
+        if (type(file_path) is str and type(old_string) is str and type(new_string) is str
+                and type(replace_all) is bool and old_string and old_string != new_string):
+            return self._guarded(tools.edit_file, file_path, old_string, new_string,
+                                 replace_all)
         return self._guarded(tools.edit, _validated(
             EditArgs, file_path=file_path, old_string=old_string, new_string=new_string,
             replace_all=replace_all))
@@ -201,12 +215,13 @@ class Workspace:
 
         For adapters that compose the policy filesystem's operations into a tool of
         another shape (``open_for_edit`` + ``ObservedFile.commit``, ``rm_file``, ...)."""
-        return self._guarded(lambda fs, _args: fn(fs), None)
+        return self._guarded(fn)
 
-    def _guarded(self, tool: Callable[[PolicyFileSystem, Any], T], args: Any) -> T:
-        """Run a tool; every failure leaves as an ``FsError`` with credentials masked."""
+    def _guarded(self, tool: Callable[..., T], *args: Any) -> T:
+        """``tool(fs, *args)``; every failure leaves as an ``FsError`` with credentials
+        masked."""
         try:
-            return tool(self.fs, args)
+            return tool(self.fs, *args)
         except FsError as err:
             masked = self._masked(err)
             raise masked from masked.__cause__
@@ -257,7 +272,7 @@ class Workspace:
         """Raise ``not_found`` if the root cannot hold files (a missing bucket or
         directory), ``not_a_file`` if it is a file. One request on object stores; servers
         call it once at start."""
-        self._guarded(lambda fs, _args: fs.store.check_root(), None)
+        self._guarded(lambda fs: fs.store.check_root())
 
     def snapshot(self) -> LedgerSnapshot:
         """What this context observed, to :meth:`restore` after a restart."""
@@ -484,6 +499,12 @@ def _finish_running_calls() -> None:
     threads."""
     for workers in list(_live_workers):
         workers.shutdown(wait=True)
+
+
+def _positive_or_none(value: object) -> bool:
+    """``None`` or an ``int`` (not a ``bool``) of at least 1: what ``offset`` and
+    ``limit`` accept as they are."""
+    return value is None or (type(value) is int and value >= 1)
 
 
 def _validated(model: type[T], **fields: Any) -> T:

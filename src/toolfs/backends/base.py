@@ -119,6 +119,11 @@ class Store(ABC):
     folds_case: bool = False
     """Names differing only in case reach the same file (set per instance where the
     filesystem says so, e.g. a case-insensitive local volume); deny rules then fold case."""
+    checks_root: ClassVar[bool] = False
+    """Each ``get``, ``put`` and ``delete`` walks from ``root`` and refuses
+    (``outside_root``) when the root's path no longer leads to the directory resolved
+    when the store was made (a parent swapped for a symlink): the policy then leaves
+    that check to the store for the calls that reach files only through it."""
 
     def __init__(self, fs: Any, *, root: str | None = None,
                  size_cap: int = 10 * 1024 * 1024) -> None:

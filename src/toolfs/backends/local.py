@@ -33,6 +33,7 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import itertools
 import os
 import secrets
 import stat
@@ -52,11 +53,13 @@ from toolfs.backends.base import (
     is_at,
 )
 from toolfs.errors import FsError, fs_error
-from toolfs.versions import FileVersion
+from toolfs.versions import DIGEST_KINDS, FileVersion, stat_version
 
 _TMP_MARK = ".toolfs-tmp-"
 _NAME_MAX = 255
 _TMP_RANDOM = 12  # hex characters of randomness after the prefix
+_TMP_MASK = (1 << (4 * _TMP_RANDOM)) - 1
+_TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
 _CLEAN_MEMORY = 4096  # directories (per file name) a store remembers as swept
 
 
@@ -91,7 +94,9 @@ def temp_prefix(name: str) -> str:
     longer (legal) names, a fixed-length prefix derived from a digest of the name.
     """
     prefix = f".{name}{_TMP_MARK}"
-    if len(os.fsencode(prefix)) + _TMP_RANDOM <= _NAME_MAX:
+    # An ASCII name is as many bytes as characters (no encoding needed to know).
+    if (len(prefix) if prefix.isascii() else len(os.fsencode(prefix))) + _TMP_RANDOM \
+            <= _NAME_MAX:
         return prefix
     digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:24]
     return f"{_TMP_MARK}{digest}-"
@@ -126,6 +131,7 @@ class LocalStore(Store):
     capabilities: ClassVar[Capabilities] = Capabilities(
         atomic=True, cross_process=True, digest_versions=True, symlinks=True,
         cheap_listing=True)
+    checks_root: ClassVar[bool] = True
 
     def __init__(self, fs: Any, *, root: str | None = None,
                  size_cap: int = 10 * 1024 * 1024) -> None:
@@ -135,40 +141,70 @@ class LocalStore(Store):
             raise fs_error("not_found", f"the workspace root {root} is not a directory",
                            path=root)
         self.folds_case = _folds_case(self.root or "/")
+        self._root_dir = self.root or "/"
+        st = os.stat(self._root_dir)
+        self._root_id = (st.st_dev, st.st_ino)
+        self._prefix = self._root_dir if self._root_dir.endswith(os.sep) else \
+            self._root_dir + os.sep
         # (dev, inode, name) -> the directory's (mtime_ns, ctime_ns) just after this
-        # store's last write of `name` there left no temp file behind (see _note_clean).
+        # store's last write of `name` there left no temp file behind. Creating a temp
+        # file changes the directory's mtime and ctime, so a later write that finds the
+        # same stamps knows nothing was created there since (a crashed writer's temp
+        # file included) and skips the `listdir`. Bounded: dropped whole when full (the
+        # next writes sweep again).
         self._clean: dict[tuple[int, int, str], tuple[int, int]] = {}
 
     # -- path walking ---------------------------------------------------------------
 
     def _walk(self, path: str, *, create: bool = False) -> tuple[int, str]:
-        """``(fd of the parent directory, file name)``, walked symlink-free from the root;
-        the caller closes the fd. Errors leave as :class:`FsError`."""
-        # The policy hands over normalised paths below the root: no normpath then.
-        if not _is_normal(path):
+        """``(fd of the parent directory, file name)``, walked symlink-free from the root
+        (which must still be the directory resolved at construction, see
+        :meth:`_check_root`); the caller closes the fd. Errors leave as
+        :class:`FsError`."""
+        fd, name, _ = self._walk_to(path, create=create, defer_root_check=False)
+        return fd, name
+
+    def _walk_to(self, path: str, *, create: bool,
+                 defer_root_check: bool) -> tuple[int, str, bool]:
+        """:meth:`_walk`; with ``defer_root_check``, a file in the root itself comes back
+        with its root not yet checked (the third value says so): the caller checks it
+        with a stat of the fd it makes anyway (``put``: under the lock)."""
+        # The policy hands over normalised paths below the root: no normpath then
+        # (_is_normal, written out).
+        if not path.startswith(os.sep) or path.endswith(os.sep) or "//" in path \
+                or "/." in path:
             path = os.path.normpath(path)
-        root = self.root or "/"
-        prefix = root if root.endswith(os.sep) else root + os.sep
+        root, prefix = self._root_dir, self._prefix
         # Slicing is relpath for those (relpath, for anything else, also answers
         # "outside").
         rel = path[len(prefix):] if path.startswith(prefix) else os.path.relpath(path, root)
         if rel in ("", ".") or rel.startswith(".." + os.sep) or rel == "..":
             raise fs_error("outside_root", f"{path} is outside {root}", path=path)
-        *dirs, name = rel.split(os.sep)
         try:
             fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as exc:
             raise _translate(exc, path) from exc
+        at_root = os.sep not in rel  # a file in the root itself: nothing to walk
+        if at_root and defer_root_check:
+            return fd, rel, True
+        try:
+            self._check_root(os.fstat(fd), path)
+        except BaseException:
+            os.close(fd)
+            raise
+        if at_root:
+            return fd, rel, False
+        *dirs, name = rel.split(os.sep)
         try:
             for i, part in enumerate(dirs):
                 try:
-                    nfd = _open_dir(part, fd, path, os.path.join(root, *dirs[: i + 1]))
+                    nfd = _open_dir(part, fd, path, root, dirs[: i + 1])
                 except FileNotFoundError:
                     if not create:
                         raise
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(part, 0o777, dir_fd=fd)
-                    nfd = _open_dir(part, fd, path, os.path.join(root, *dirs[: i + 1]))
+                    nfd = _open_dir(part, fd, path, root, dirs[: i + 1])
                 os.close(fd)
                 fd = nfd
         except BaseException as exc:
@@ -176,7 +212,21 @@ class LocalStore(Store):
             if isinstance(exc, OSError) and not isinstance(exc, FsError):
                 raise _translate(exc, path) from exc
             raise
-        return fd, name
+        return fd, name, False
+
+    def _check_root(self, st: os.stat_result, path: str) -> None:
+        """Refuse (``outside_root``) when the root's path, opened just now (``st``), no
+        longer leads to the directory resolved at construction because a parent was
+        swapped for a symlink: the walk would start somewhere else. A root re-created
+        in place (its path still free of links) is walked as it is now. This is the
+        check the policy's confinement otherwise makes with a ``stat`` of the root
+        before each call (``Store.checks_root``)."""
+        if (st.st_dev, st.st_ino) == self._root_id:
+            return
+        if os.path.realpath(self._root_dir) != self._root_dir:
+            raise fs_error("outside_root",
+                           f"{path} resolves through a symlink to outside the root",
+                           path=path)
 
     @contextlib.contextmanager
     def _parent_fd(self, path: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
@@ -336,7 +386,7 @@ class LocalStore(Store):
                 raise fs_error("not_a_file", f"{path} is {_kind(st)}", path=path) from exc
             raise _translate(exc, path) from exc
         st = os.fstat(fd)
-        if not _is_regular(st):
+        if not stat.S_ISREG(st.st_mode):
             os.close(fd)
             raise fs_error("not_a_file", f"{path} is {_kind(st)}", path=path)
         try:
@@ -399,7 +449,7 @@ class LocalStore(Store):
             st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
         except FileNotFoundError:
             return None
-        if not _is_regular(st):
+        if not stat.S_ISREG(st.st_mode):
             raise fs_error("not_a_file", f"{path} is {_kind(st)}", path=path)
         # `st_mode & 0o222` too: root passes access(W_OK) for any mode, yet a 0444 file
         # says "do not change me" and replacing it would silently drop that.
@@ -435,14 +485,15 @@ class LocalStore(Store):
             raise fs_error("stale", f"{path} changed", path=path)
 
     def put(self, path: str, data: bytes, mode: PutMode) -> FileVersion:
-        dfd, name = self._walk(path, create=True)
+        dfd, name, at_unchecked_root = self._walk_to(path, create=True,
+                                                     defer_root_check=True)
         try:
             try:
                 fcntl.flock(dfd, fcntl.LOCK_EX)
             except OSError as exc:  # ENOLCK on some network filesystems
                 raise _translate(exc, path) from exc
             try:
-                self._put_locked(dfd, name, path, data, mode)
+                self._put_locked(dfd, name, path, data, mode, at_unchecked_root)
             finally:
                 fcntl.flock(dfd, fcntl.LOCK_UN)
         finally:
@@ -452,34 +503,59 @@ class LocalStore(Store):
         return self.get(path, length=0).version
 
     def _put_locked(self, dfd: int, name: str, path: str, data: bytes,
-                    mode: PutMode) -> None:
-        """Steps 3-5 of the module docstring, with the directory lock held."""
+                    mode: PutMode, at_unchecked_root: bool = False) -> None:
+        """Steps 3-5 of the module docstring, with the directory lock held.
+
+        One pass with the checks of :meth:`_stat` and :meth:`_check` written out: this
+        is the critical section of every local write and edit, and each call and
+        object here was measurable on a 1 KB write."""
         try:
+            dir_st = os.fstat(dfd)
+            if at_unchecked_root:  # dfd is the root itself: its stat serves the check
+                self._check_root(dir_st, path)
             st = self._stat(dfd, name, path)
-            if isinstance(mode, Update) and st is None:
-                raise fs_error("stale", f"{path} was deleted", path=path)
-            if isinstance(mode, Create) and st is not None:
+            if st is None:
+                if type(mode) is Update:
+                    raise fs_error("stale", f"{path} was deleted", path=path)
+            elif type(mode) is Create:
                 raise fs_error("stale", f"{path} was created by someone else",
                                path=path)
-            dir_st = os.fstat(dfd)
             key = (dir_st.st_dev, dir_st.st_ino, name)
             if self._clean.pop(key, None) != (dir_st.st_mtime_ns, dir_st.st_ctime_ns):
                 _remove_leftovers(dfd, name)
-            tmp = f"{temp_prefix(name)}{secrets.token_hex(_TMP_RANDOM // 2)}"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                         0o666, dir_fd=dfd)
+            tmp, fd = _create_temp(dfd, name)
             try:
                 try:
                     if st is not None:
                         os.fchmod(fd, stat.S_IMODE(st.st_mode))
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view):]
+                    written = os.write(fd, data)
+                    if written < len(data):
+                        view = memoryview(data)[written:]
+                        while view:
+                            view = view[os.write(fd, view):]
                     os.fsync(fd)
                 finally:
                     os.close(fd)
                 # The last look before the swap (see the module docstring, step 4).
-                self._check(dfd, name, path, mode)
+                if type(mode) is Update and mode.known is not None \
+                        and mode.expected.kind in DIGEST_KINDS:
+                    # The caller holds the expected bytes: compare the file with them
+                    # (what _check does through is_at), without the calls around it.
+                    opened = self._open_regular(dfd, name, path)
+                    if opened is None:
+                        raise fs_error("stale", f"{path} was deleted", path=path)
+                    cfd, cst = opened
+                    try:
+                        # Over the cap the file has a stat version, never the digest
+                        # expected (as in _check); else its bytes must be the known ones.
+                        at = cst.st_size <= self.size_cap and \
+                            _read_to_end(cfd, cst.st_size) == mode.known
+                    finally:
+                        os.close(cfd)
+                    if not at:
+                        raise fs_error("stale", f"{path} changed", path=path)
+                elif type(mode) is not Overwrite:
+                    self._check(dfd, name, path, mode)
                 os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
             except BaseException:
                 with contextlib.suppress(OSError):
@@ -488,22 +564,15 @@ class LocalStore(Store):
             os.fsync(dfd)
             # No temp file of `name` is left in the directory as it is now: until the
             # directory changes again (any entry created, removed or renamed), the next
-            # write here need not look for leftovers (see _note_clean).
-            self._note_clean(key, os.fstat(dfd))
+            # write here need not look for leftovers (see self._clean).
+            dir_st = os.fstat(dfd)
+            if len(self._clean) >= _CLEAN_MEMORY:
+                self._clean.clear()
+            self._clean[key] = (dir_st.st_mtime_ns, dir_st.st_ctime_ns)
         except FsError:
             raise
         except OSError as exc:
             raise _translate(exc, path) from exc
-
-    def _note_clean(self, key: tuple[int, int, str], dir_st: os.stat_result) -> None:
-        """Remember that the directory ``key`` names held no leftover of its file at the
-        stamps of ``dir_st``. Creating a temp file changes the directory's mtime and
-        ctime, so a later write that finds the same stamps knows nothing was created
-        there since (a crashed writer's temp file included) and skips the ``listdir``.
-        Bounded: the memory is dropped whole when full (the next writes sweep again)."""
-        if len(self._clean) >= _CLEAN_MEMORY:
-            self._clean.clear()
-        self._clean[key] = (dir_st.st_mtime_ns, dir_st.st_ctime_ns)
 
     def delete(self, path: str, mode: Update | Overwrite) -> None:
         with self._parent_fd(path) as (dfd, name):
@@ -525,19 +594,19 @@ class LocalStore(Store):
 
 def _stat_version(st: os.stat_result) -> FileVersion:
     """The version of a file over the whole-file cap: inode, size and mtime."""
-    # Built from ints, nothing to validate: a listing read makes one per file.
-    return FileVersion.model_construct(
-        kind="stat", value=f"{st.st_ino}-{st.st_size}-{st.st_mtime_ns}")
+    return stat_version(st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _open_dir(part: str, dfd: int, path: str, walked: str) -> int:
-    """Open one directory below ``dfd`` without following a symlink; a file or a
-    symlink where a directory should be is ``not_a_file`` or ``outside_root``."""
+def _open_dir(part: str, dfd: int, path: str, root: str, dirs: list[str]) -> int:
+    """Open one directory below ``dfd`` (``root/dirs...``, ``part`` the last of
+    ``dirs``) without following a symlink; a file or a symlink where a directory should
+    be is ``not_a_file`` or ``outside_root``."""
     try:
         return os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
     except OSError as exc:
         if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
             raise
+        walked = os.path.join(root, *dirs)
         try:
             st = os.stat(part, dir_fd=dfd, follow_symlinks=False)
         except OSError:
@@ -564,6 +633,32 @@ def _folds_case(root: str) -> bool:
             return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
         path = head
     return False
+
+
+def _create_temp(dfd: int, name: str) -> tuple[str, int]:
+    """A new temp file for ``name`` in ``dfd`` (``O_EXCL``, never through a symlink):
+    its name and an fd open for writing."""
+    prefix = temp_prefix(name)
+    tmp = f"{prefix}{next(_temp_serials) & _TMP_MASK:0{_TMP_RANDOM}x}"
+    try:
+        return tmp, os.open(tmp, _TMP_FLAGS, 0o666, dir_fd=dfd)
+    except FileExistsError:
+        # Taken (a leftover with this name, or another program's file): a fresh random
+        # name, as every name was before the serials.
+        tmp = f"{prefix}{secrets.token_hex(_TMP_RANDOM // 2)}"
+        return tmp, os.open(tmp, _TMP_FLAGS, 0o666, dir_fd=dfd)
+
+
+def _reseed_temp_serials() -> None:
+    """A random start for this process's temp-file serials (a forked child gets its own,
+    so parent and child do not step through the same names)."""
+    global _temp_serials
+    _temp_serials = itertools.count(int.from_bytes(os.urandom(_TMP_RANDOM // 2), "big"))
+
+
+_temp_serials: Iterator[int]
+_reseed_temp_serials()
+os.register_at_fork(after_in_child=_reseed_temp_serials)
 
 
 def _remove_leftovers(dfd: int, name: str) -> None:

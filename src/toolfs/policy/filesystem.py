@@ -37,14 +37,16 @@ import io
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from fsspec.spec import AbstractFileSystem
 
+from toolfs._trusted import trusted
 from toolfs.backends import Create, Overwrite, PutMode, Store, Update, store_for
 from toolfs.backends.base import Blob
 from toolfs.errors import FsError, fs_error
@@ -61,6 +63,9 @@ MiB = 1024 * 1024
 SIBLINGS_FUZZY_LIMIT = 2_000
 SIBLINGS_SCAN_LIMIT = 100_000
 _COMMIT_STRIPES = 64
+_OPERATIONS: frozenset[str] = frozenset(get_args(Operation))
+_EVENT_SET = frozenset({"type", "context_id", "operation", "path", "version_before",
+                        "version_after", "reason"})
 _log = logging.getLogger("toolfs.events")
 
 
@@ -145,6 +150,12 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         self.store = store or store_for(fs, root=root or None, size_cap=size_cap)
         self.jail = Jail(root, tuple(protocols),
                          resolve_symlinks=self.store.capabilities.symlinks)
+        # Reads and writes that reach a file only through the store leave the stat of the
+        # root (a parent swapped for a symlink) to a store that makes that check on each
+        # walk of this same root: the local store opens the root anyway and checks the
+        # directory it got, so the check costs no extra call there.
+        self._root_checked = bool(getattr(self.store, "checks_root", False)) and \
+            self.store.root == self.jail.real_root
         self.context_id = context_id or uuid.uuid4().hex[:12]
         self.policy = policy
         self.read_only = read_only
@@ -189,11 +200,19 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
     def _event(self, type_: EventType, op: Operation, target: Target, *,
                before: FileVersion | None, after: FileVersion | None,
                reason: str | None) -> FsEvent:
-        return FsEvent(
-            type=type_, context_id=self.context_id, operation=op,
-            path=escape_undecodable(target.reached), version_before=before,
-            version_after=after,
-            reason=escape_undecodable(reason) if reason is not None else None)
+        path = target.resolved or target.display  # `reached`, without the property
+        if not path.isascii():
+            path = escape_undecodable(path)
+        why = escape_undecodable(reason) if reason is not None else None
+        if op in _OPERATIONS and type(self.context_id) is str:
+            # Every value made here or checked just above: two events per write, not
+            # validated again (see toolfs._trusted).
+            return trusted(FsEvent, _EVENT_SET, {
+                "type": type_, "context_id": self.context_id, "operation": op,
+                "path": path, "version_before": before, "version_after": after,
+                "reason": why, "at": time.time()})
+        return FsEvent(type=type_, context_id=self.context_id, operation=op, path=path,
+                       version_before=before, version_after=after, reason=why)
 
     def _before(self, type_: EventType, op: Operation, target: Target, *,
                 before: FileVersion | None = None, after: FileVersion | None = None) -> None:
@@ -233,8 +252,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
 
     def _file(self, path: str) -> Target:
         """Confine a path that must name a file: the root itself never is one."""
-        target = self.resolve(path)
-        if target.is_root:
+        target = self.jail.resolve(path)
+        if target.display == ".":  # the root
             raise fs_error("not_a_file", "the workspace root is a directory, not a file",
                            path=".")
         return target
@@ -246,19 +265,36 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         return None
 
     def _check_writable(self, target: Target, op: Operation) -> None:
+        if not self.read_only and not self.deny:
+            return
         why = "this workspace is read-only" if self.read_only else self._deny_reason(target)
         if why is not None:
             err = fs_error("denied", why, path=target.display)
             raise self._fail(err, target, op)
 
-    def _writable(self, path: str, op: Operation) -> Target:
-        target = self._file(path)
-        self._check_writable(target, op)
+    def _writable(self, path: str, op: Operation, *, via_store: bool = False) -> Target:
+        """Confine a file to change (``_file`` written out, then the write checks);
+        ``via_store``: the caller reaches it only through the store (see
+        ``_root_checked``)."""
+        target = self.jail.resolve(path, root_checked=via_store and self._root_checked)
+        if target.display == ".":
+            raise fs_error("not_a_file", "the workspace root is a directory, not a file",
+                           path=".")
+        if self.read_only or self.deny:
+            self._check_writable(target, op)
         return target
 
-    def _readable(self, path: str, *, file: bool = True) -> Target:
-        target = self._file(path) if file else self.resolve(path)
-        why = self._deny_reason(target)
+    def _readable(self, path: str, *, file: bool = True, via_store: bool = False) -> Target:
+        """Confine a path to read (a file unless ``file`` is false), refusing denied
+        ones; ``via_store`` as for :meth:`_writable`."""
+        if not file:
+            target = self.resolve(path)
+        else:  # _file, with the root check left to the store where it makes it
+            target = self.jail.resolve(path, root_checked=via_store and self._root_checked)
+            if target.display == ".":
+                raise fs_error("not_a_file", "the workspace root is a directory, not a "
+                               "file", path=".")
+        why = self._deny_reason(target) if self.deny else None
         if why is not None:
             raise self._fail(fs_error("denied", why, path=target.display), target, "read")
         return target
@@ -328,7 +364,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
 
     def open_observed(self, path: str) -> ObservedFile:
         """Open for reading and record the version of the bytes it yields."""
-        target = self._readable(path)
+        target = self._readable(path, via_store=True)
         try:
             head = self._get(target, length=self.first_block)
         except FsError as err:
@@ -353,8 +389,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         current bytes. Records nothing: an edit stands on an earlier observation, and
         :meth:`ObservedFile.commit` stores on exactly the version these bytes have.
         """
-        target = self._writable(path, "edit")
-        obs = self.ledger.get(target.backend_path)
+        target = self._writable(path, "edit", via_store=True)
+        obs, cached = self.ledger.observed(target.backend_path)
         if self.policy is None or (obs is None and not self.policy.require_observation):
             blob = self._get(target, length=self.size_cap + 1)
             self._check_cap(target, blob.size)
@@ -372,7 +408,6 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
                 details={"current_version": str(probe.version)}), target, "edit")
         if obs.size is not None:
             self._check_cap(target, obs.size)
-        cached = self.ledger.content(target.backend_path, obs.version)
         if cached is not None:
             return ObservedFile(self, target, obs.version, len(cached), cached, cached=True)
         blob = self._get(target, if_version=obs.version)
@@ -438,11 +473,10 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         """A write's condition, from what this context observed now."""
         if self.policy is None:
             return Overwrite()
-        obs = self.ledger.get(target.backend_path)
+        obs, known = self.ledger.observed(target.backend_path)
         if obs is not None and obs.version is not None:
             # The cached bytes of that version, if held, spare the store a digest.
-            return Update(obs.version,
-                          known=self.ledger.content(target.backend_path, obs.version))
+            return Update(obs.version, known=known)
         if obs is None and not self.policy.require_observation:
             return Overwrite()
         return Create()
@@ -451,7 +485,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
                       create_only: bool = False) -> PendingWrite:
         """Start a write: confine and check ``path`` and fix the condition now, from
         what this context has observed; :meth:`PendingWrite.commit` stores on it."""
-        target = self._writable(path, operation)
+        target = self._writable(path, operation, via_store=True)
         put: PutMode = Create() if create_only else self._condition(target)
         return PendingWrite(self, target, put, operation)
 
@@ -466,27 +500,38 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
 
     def _commit(self, target: Target, data: bytes, put: PutMode, op: Operation) -> Commit:
         """Store ``data`` on condition ``put``; the one place every change goes through."""
-        self._check_writable(target, op)
-        self._check_cap(target, len(data), "write" if op == "write" else "edit")
+        # The checks of _check_writable and _check_cap, called only when they can refuse.
+        if self.read_only or self.deny:
+            self._check_writable(target, op)
+        size = len(data)
+        if size > self.size_cap:
+            self._check_cap(target, size, "write" if op == "write" else "edit")
         before = put.expected if isinstance(put, Update) else None
-        self._before("fs/write-intent", op, target, before=before)
-        lock = self._commit_locks[hash(target.backend_path) % _COMMIT_STRIPES]
-        with lock:
+        if self.subscribers:
+            self._before("fs/write-intent", op, target, before=before)
+        key = target.backend_path
+        with self._commit_locks[hash(key) % _COMMIT_STRIPES]:
             if isinstance(put, Overwrite):
                 # Unconditional: try a create first, so the result can say which it was.
                 created = True
                 try:
-                    version = self.store.put(target.backend_path, data, Create())
+                    version = self.store.put(key, data, Create())
                 except FsError as err:
                     if err.code != "stale":
                         raise self._fail(err, target, op) from err.__cause__
                     version, created = self._put(target, data, Overwrite(), op), False
             else:
-                version = self._put(target, data, put, op)
+                try:  # _put, written out
+                    version = self.store.put(key, data, put)
+                except FsError as err:
+                    if err.code == "stale":
+                        err = self._explain_stale(target, put, err)
+                    raise self._fail(err, target, op) from err.__cause__
                 created = isinstance(put, Create)
-            self.ledger.record(target.backend_path, version, size=len(data), content=data)
-        self._notify("fs/written", op, target, before=before, after=version)
-        return Commit(path=target.display, created=created, version=version, size=len(data))
+            self.ledger.record(key, version, size=size, content=data)
+        if self.subscribers:
+            self._notify("fs/written", op, target, before=before, after=version)
+        return Commit(path=target.display, created=created, version=version, size=size)
 
     def _put(self, target: Target, data: bytes, put: PutMode, op: Operation) -> FileVersion:
         try:
@@ -844,7 +889,7 @@ class ObservedFile(io.RawIOBase):
         condition is the version its bytes were computed from, not a later ledger entry."""
         # The bytes of `version` go along (when whole), so that a digest store can
         # compare the file with them rather than hash it again.
-        known = self._buf if self.complete else None
+        known = self._buf if self._buf_start == 0 and len(self._buf) == self.size else None
         return self._owner._commit(self._target, bytes(data),
                                    Update(self.version, known=known), operation)
 
@@ -891,6 +936,10 @@ class ObservedFile(io.RawIOBase):
         self._buf, self._buf_start = keep + blob.data, start
 
     def read(self, size: int | None = -1) -> bytes:
+        if self._pos == 0 and (size is None or size < 0) and self._buf_start == 0 \
+                and len(self._buf) == self.size:
+            self._pos = self.size  # the whole file, already in memory (an edit's read)
+            return self._buf
         if size is None or size < 0:
             size = self.size - self._pos
         size = min(size, max(0, self.size - self._pos))

@@ -8,6 +8,7 @@ from collections import OrderedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolfs._trusted import trusted
 from toolfs.versions import FileVersion
 
 
@@ -20,6 +21,9 @@ class Observation(BaseModel):
     """The version seen; ``None`` means the file was seen to be absent."""
     size: int | None = None
     at: float = Field(default_factory=time.time)
+
+
+_OBS_SET = frozenset({"version", "size"})
 
 
 class LedgerSnapshot(BaseModel):
@@ -54,14 +58,36 @@ class Ledger:
     def record(self, key: str, version: FileVersion | None, *, size: int | None = None,
                content: bytes | None = None) -> None:
         """Remember that ``key`` is at ``version`` (None: absent), with its bytes if known."""
+        if (size is None or type(size) is int) and (
+                version is None or type(version) is FileVersion):
+            # The values a store or the policy made: no validation (toolfs._trusted).
+            obs = trusted(Observation, _OBS_SET, {"version": version, "size": size,
+                                                  "at": time.time()})
+        else:
+            obs = Observation(version=version, size=size)
         with self._lock:
-            self._obs[key] = Observation(version=version, size=size)
-            self._drop(key)
+            self._obs[key] = obs
+            old = self._cache.pop(key, None)  # _drop, written out
+            if old is not None:
+                self._cached_total -= len(old[1])
             if content is not None and version is not None and len(content) <= self.cache_bytes:
                 self._cache[key] = (version, content)
                 self._cached_total += len(content)
                 while self._cached_total > self.cache_bytes:
                     self._drop(next(iter(self._cache)))
+
+    def observed(self, key: str) -> tuple[Observation | None, bytes | None]:
+        """The observation of ``key`` and the cached bytes of its version, if held (one
+        lock round trip for what :meth:`get` and :meth:`content` answer together)."""
+        with self._lock:
+            obs = self._obs.get(key)
+            if obs is None or obs.version is None:
+                return obs, None
+            hit = self._cache.get(key)
+            if hit is None or (hit[0] is not obs.version and hit[0] != obs.version):
+                return obs, None
+            self._cache.move_to_end(key)
+            return obs, hit[1]
 
     def content(self, key: str, version: FileVersion) -> bytes | None:
         """The cached bytes of ``key`` at ``version``, if still held."""

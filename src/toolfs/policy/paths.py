@@ -33,6 +33,10 @@ _PCT = re.compile(r"%(2e|2f|5c|00)", re.IGNORECASE)
 # Slash look-alikes that NFKC leaves alone; some tools and terminals still treat or
 # show them as separators, so a path holding one is refused rather than guessed at.
 _SLASHES = frozenset("\u2215\u2044\u29f8\u29f9\u2571\u2572\ufe68\u1735\u2cc6")
+_CACHED_PATHS = 1024
+"""Distinct paths a jail remembers the string checks of (all forgotten when full)."""
+_CACHED_PATH_CHARS = 1024
+"""Longest path remembered (longer ones are checked afresh on every call)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,11 @@ class Jail:
         self.real_root = os.path.realpath(root) if resolve_symlinks else root
         self._root_id = _identity(self.real_root) if resolve_symlinks else None
         self.protocols = protocols
+        # path as given -> (its Target when no symlink is crossed, the paths to lstat).
+        # The checks on the string itself (escapes, encodings, look-alikes, NFKC) depend
+        # only on the string and this jail's fixed root, so they run once per distinct
+        # path; what the filesystem says (symlinks) is still asked on every call.
+        self._confined: dict[str, tuple[Target, tuple[str, ...]]] = {}
 
     def join(self, rel: str) -> str:
         if not rel:
@@ -82,11 +91,29 @@ class Jail:
             return f"{self.root}{rel}"
         return f"{self.root}/{rel}"
 
-    def resolve(self, path: object) -> Target:
-        """Confine ``path``, or raise ``invalid_arguments``/``outside_root``."""
+    def resolve(self, path: object, *, root_checked: bool = False) -> Target:
+        """Confine ``path``, or raise ``invalid_arguments``/``outside_root``.
+
+        ``root_checked``: the caller reaches the target only through a store that checks
+        the root itself on every walk (``Store.checks_root``), so the ``stat`` of the
+        root that notices a parent swapped for a symlink is left to it."""
+        if type(path) is str:
+            hit = self._confined.get(path)
+            if hit is not None:
+                plain, lstats = hit
+                if not self.resolve_symlinks:
+                    return plain
+                backend = self._resolve_links(plain.backend_path, lstats, path,
+                                              root_checked)
+                return plain if backend is plain.backend_path else self._linked(plain, backend)
+        return self._resolve_new(path, root_checked)
+
+    def _resolve_new(self, path: object, root_checked: bool = False) -> Target:
+        """:meth:`resolve` for a path not seen yet: every check on the string, then the
+        symlinks; a valid path is remembered (bounded) with what its checks gave."""
         if not isinstance(path, str) or not path:
             raise fs_error("invalid_arguments", "file_path must be a non-empty string")
-        shown = path if len(path) <= 200 else path[:200] + "..."
+        shown = _shown(path)
         if has_lone_surrogate(path):
             # Not storable as UTF-8 on any backend, and an escaped name shown back to the
             # model must never round-trip into a different file.
@@ -100,12 +127,31 @@ class Jail:
         rel = self._relative(path, shown)
         parts = [p for p in rel.split("/") if p != "."] if rel else []
         rel = "/".join(parts)
-        if self.resolve_symlinks:
-            backend = self._resolve_links(rel, shown)
-            reached = self.display_of(backend)
-            return Target(backend_path=backend, display=rel or ".",
-                          resolved=reached if reached != (rel or ".") else "")
-        return Target(backend_path=self.join(rel), display=rel or ".")
+        display = rel or "."
+        if not self.resolve_symlinks:
+            plain = Target(backend_path=self.join(rel), display=display)
+            lstats: tuple[str, ...] = ()
+        else:
+            root = self.real_root
+            base = root if root.endswith("/") else root + "/"
+            walked = base + rel if rel else root
+            # Each component below the root, outermost first: the paths to lstat.
+            lstats = tuple(base + "/".join(parts[:i + 1]) for i in range(len(parts)))
+            plain = Target(backend_path=walked, display=display)
+        if type(path) is str and len(path) <= _CACHED_PATH_CHARS:
+            if len(self._confined) >= _CACHED_PATHS:
+                self._confined.clear()
+            self._confined[path] = (plain, lstats)
+        if not self.resolve_symlinks:
+            return plain
+        backend = self._resolve_links(plain.backend_path, lstats, path, root_checked)
+        return plain if backend is plain.backend_path else self._linked(plain, backend)
+
+    def _linked(self, plain: Target, backend: str) -> Target:
+        """The target of a path whose resolution crossed a symlink (or a moved root)."""
+        reached = self.display_of(backend)
+        return Target(backend_path=backend, display=plain.display,
+                      resolved=reached if reached != plain.display else "")
 
     def _relative(self, path: str, shown: str) -> str:
         def outside(why: str) -> Exception:
@@ -158,38 +204,43 @@ class Jail:
                 return path[len(root) + 1:]
         raise outside("it does not lie inside the root")
 
-    def _resolve_links(self, rel: str, shown: str) -> str:
-        """The real path of ``root/rel``: below the root, one ``lstat`` per component
-        until a symlink (then ``realpath`` of the whole path, checked to stay inside) or
-        a missing component (nothing below it can be a link). The root's own real path
-        was resolved once, at construction; re-resolving it and its parents on every
-        call (``realpath`` of the whole path) was the largest per-call cost of a small
-        local write; one ``stat`` of the root (below) still notices a parent swapped for
-        a symlink. The local store then walks the result with ``O_NOFOLLOW``."""
+    def _resolve_links(self, walked: str, lstats: tuple[str, ...], path: str,
+                       root_checked: bool = False) -> str:
+        """The real path of ``walked`` (``root/rel``; ``lstats``: each component below
+        the root, outermost first): ``walked`` itself (the same object) when no symlink
+        is crossed. One ``lstat`` per component until a symlink (then ``realpath`` of the
+        whole path, checked to stay inside) or a missing component (nothing below it can
+        be a link). The root's own real path was resolved once, at construction;
+        re-resolving it and its parents on every call (``realpath`` of the whole path) was
+        the largest per-call cost of a small local write; one ``stat`` of the root
+        (below) still notices a parent swapped for a symlink. The local store then walks
+        the result with ``O_NOFOLLOW`` (and, ``root_checked``, makes the root check
+        itself)."""
         root = self.real_root
-        base = root if root.endswith("/") else root + "/"
-        walked = base + rel if rel else root
-        at = len(base)
         # One stat of the root by its path (the kernel walks it, in C): if that is no
         # longer the directory resolved at construction (a parent swapped for a
         # symlink, the root re-created), resolve the whole path as realpath does.
-        same_root = self._root_id is not None and _identity(root) == self._root_id
-        if same_root and not rel:
-            return root
-        while same_root:
-            slash = walked.find("/", at)
-            part = walked if slash < 0 else walked[:slash]
+        if root_checked:
+            same_root = True
+        else:
             try:
-                mode = os.lstat(part).st_mode
+                st = os.stat(root)
             except OSError:
-                return walked  # missing (or a file where a directory should be)
-            if stat.S_ISLNK(mode):
-                break
-            if slash < 0:
+                st = None
+            same_root = st is not None and self._root_id == (st.st_dev, st.st_ino)
+        if same_root:
+            for part in lstats:
+                try:
+                    mode = os.lstat(part).st_mode
+                except OSError:
+                    return walked  # missing (or a file where a directory should be)
+                if stat.S_ISLNK(mode):
+                    break
+            else:
                 return walked
-            at = slash + 1
         real = os.path.realpath(walked)
         if real != root and not real.startswith(root.rstrip("/") + "/"):
+            shown = _shown(path)
             raise fs_error("outside_root",
                            f"{shown!r} resolves through a symlink to outside the root",
                            path=shown)
@@ -204,6 +255,11 @@ class Jail:
             if backend_path.startswith(prefix):
                 return backend_path[len(prefix):]
         return backend_path
+
+
+def _shown(path: str) -> str:
+    """``path`` as an error message quotes it (cut at 200 characters)."""
+    return path if len(path) <= 200 else path[:200] + "..."
 
 
 def _identity(path: str) -> tuple[int, int] | None:
