@@ -87,3 +87,9 @@ def test_bench_discovery() -> None:
     assert_table(done)
     assert "| S3 (moto), 60 objects" in done.stdout and "grep files_with_matches" in done.stdout
     assert "| S3 (SeaweedFS), 60 objects" in done.stdout
+
+
+def test_bench_calls() -> None:
+    done = run("bench_calls.py")
+    assert_table(done)
+    assert "memory edit chain, 50 KB" in done.stdout and "2,000 lines, local" in done.stdout
