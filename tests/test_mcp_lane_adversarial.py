@@ -1,0 +1,155 @@
+"""The stdio lane under hostile and odd input: every answer is the one the SDK sends.
+
+The reference is the SDK's own stdio transport (``stdio_server`` over text files on the
+same pipes, as ``run_stdio`` serves a non-pipe stdin), so the lane's line framing is
+checked too, not only its answers. Each test runs one script against the lane and
+against the reference and compares what the client sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from io import TextIOWrapper
+from typing import Any
+
+import anyio
+import pytest
+
+import toolfs
+from tests.test_mcp_lane import ENVELOPE, Wire, _workspace
+from toolfs.integrations.mcp_server import ToolfsMCP
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def _sdk_serve(server: ToolfsMCP, read_fd: int, write_fd: int) -> None:
+    """``server`` on the SDK's own stdio transport over the two pipes (the reference)."""
+    from mcp.server.stdio import stdio_server
+
+    reader = TextIOWrapper(os.fdopen(read_fd, "rb", closefd=False), encoding="utf-8",
+                           errors="replace")
+    writer = TextIOWrapper(os.fdopen(write_fd, "wb", closefd=False), encoding="utf-8")
+    async with stdio_server(anyio.wrap_file(reader), anyio.wrap_file(writer)) as (read, write):
+        await server.server.run(read, write, server.server.create_initialization_options())
+
+
+class Raw(Wire):
+    """:class:`Wire` that can send raw bytes, on the lane or on the SDK's transport."""
+
+    def __init__(self, server: ToolfsMCP, modern: bool, lane: bool) -> None:
+        super().__init__(server, modern)
+        self.lane = lane
+
+    async def start(self) -> None:
+        if self.lane:
+            await super().start()
+            return
+        # Wire.start with the reference transport in place of the lane.
+        self._c2s_r, self._c2s_w = os.pipe()
+        s2c_r, self._s2c_w = os.pipe()
+        self._transports = []
+        loop = asyncio.get_running_loop()
+        self._serving = loop.create_task(_sdk_serve(self.server, self._c2s_r, self._s2c_w))
+        self._answers = asyncio.StreamReader(limit=1 << 26)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(self._answers),
+            os.fdopen(s2c_r, "rb", buffering=0))
+        self._transports.append(transport)
+
+    def send_raw(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._c2s_w, view):]
+
+    async def answer_to(self, request_id: Any) -> dict[str, Any]:
+        """The answer to ``request_id`` (answers to others are kept in ``early``)."""
+        while True:
+            answer = await self.receive()
+            if answer.get("id") == request_id and type(answer.get("id")) is type(request_id):
+                return answer
+            self.early.append(answer)
+
+
+async def _sync(client: Raw) -> None:
+    """Every line sent so far has been read: a ping sent now is answered."""
+    client.next_id += 1
+    sync_id = f"sync-{client.next_id}"
+    client.send({"jsonrpc": "2.0", "id": sync_id, "method": "ping",
+                 **({"params": {"_meta": ENVELOPE}} if client.modern else {})})
+    await client.answer_to(sync_id)
+
+
+@asynccontextmanager
+async def raw(workspace: toolfs.Workspace, *, modern: bool, lane: bool, opened: bool = True,
+              tools: list[str] | None = None) -> AsyncIterator[Raw]:
+    client = Raw(ToolfsMCP(workspace, tools=tools), modern, lane)
+    await client.start()
+    if opened:
+        await client.open()
+    yield client
+
+
+Script = Callable[[Raw], Awaitable[list[dict[str, Any]]]]
+
+
+def _canonical(answers: list[dict[str, Any]]) -> list[str]:
+    return sorted(json.dumps(a, sort_keys=True) for a in answers)
+
+
+async def _both(name: str, script: Script, *, modern: bool, opened: bool = True,
+                tools: list[str] | None = None) -> dict[bool, list[str]]:
+    """What the client sees (its answers, then everything after the end of input) on
+    the lane and on the reference; the lane's count of calls it answered itself."""
+    seen = {}
+    for lane in (True, False):
+        async with raw(_workspace(f"/{name}-{lane}"), modern=modern, lane=lane,
+                       opened=opened, tools=tools) as client:
+            answers = await script(client)
+            rest = await client.close()
+            seen[lane] = _canonical([*answers, *client.early, *rest])
+    return seen
+
+
+ERAS = pytest.mark.parametrize("modern", [False, True], ids=["handshake-era", "modern-era"])
+
+
+def _call(client: Raw, request_id: Any, name: Any = "read",
+          arguments: Any = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            "params": client.params({"name": name, "arguments": (
+                {"file_path": "a.txt"} if arguments is None else arguments)})}
+
+
+# -- malformed lines ------------------------------------------------------------------
+
+# Values a hash set cannot hold, where the lane looks a request up by id or tool name.
+_UNHASHABLE = [
+    ("id-array", lambda c: {"jsonrpc": "2.0", "id": [1], "method": "ping"}),
+    ("id-object", lambda c: _call(c, {"a": 1})),
+    ("name-array", lambda c: _call(c, 1, name=["read"])),
+    ("name-object", lambda c: _call(c, 2, name={"read": 1})),
+]
+
+
+@pytest.mark.anyio
+@ERAS
+@pytest.mark.parametrize("shape", [s for s, _ in _UNHASHABLE])
+async def test_an_id_or_tool_name_of_any_json_type_is_answered_as_the_sdk_does(
+        modern: bool, shape: str) -> None:
+    line = dict(_UNHASHABLE)[shape]
+
+    async def script(client: Raw) -> list[dict[str, Any]]:
+        client.send(line(client))
+        await _sync(client)
+        # The lane still reads: a later call is answered.
+        return [await client.call("read", {"file_path": "a.txt"})]
+
+    seen = await _both(f"unhashable-{shape}", script, modern=modern)
+    assert seen[True] == seen[False]
