@@ -570,7 +570,12 @@ class _StdioLane:
                             self._settled.wait()
                     self._hand_to_sdk(None)
                     return
-                job = self._took(line)
+                try:
+                    job = self._took(line)
+                except Exception:  # a line the lane cannot classify: the SDK's to answer
+                    logger.exception("the stdio lane could not classify a line")
+                    self._hand_to_sdk(line.decode("utf-8", "replace"))
+                    job = None
                 if job is not None:
                     with self._lock:  # someone must be there to read the next line
                         if self._waiting == 0:
@@ -673,15 +678,19 @@ class _StdioLane:
         """``(tool, arguments, protocol version)`` of a call the lane may answer, or
         ``None`` to leave it to the SDK (which also answers every malformed one)."""
         request_id, params = message["id"], message.get("params")
-        with self._lock:
-            busy = (type(request_id), request_id) in self._calls
-            modern, version = self._modern, self._version
-        if (message["method"] != "tools/call" or type(request_id) not in (int, str) or busy
+        if (message["method"] != "tools/call" or type(request_id) not in (int, str)
                 or message.get("jsonrpc") != "2.0"
                 or not message.keys() <= {"jsonrpc", "id", "method", "params"}
                 or not isinstance(params, dict)
-                or params.get("name") not in self._owner._enabled
+                # Any JSON value can stand where a name is due (an array cannot be hashed).
+                or not isinstance(params.get("name"), str)
+                or params["name"] not in self._owner._enabled
                 or not self._owner._serves_calls_as_built()):
+            return None
+        with self._lock:
+            busy = (type(request_id), request_id) in self._calls
+            modern, version = self._modern, self._version
+        if busy:
             return None
         if modern:
             route = classify_inbound_request({"method": "tools/call", "params": params})
