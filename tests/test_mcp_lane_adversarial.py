@@ -20,7 +20,7 @@ import anyio
 import pytest
 
 import toolfs
-from tests.test_mcp_lane import ENVELOPE, Wire, _workspace
+from tests.test_mcp_lane import ENVELOPE, LEGACY, Wire, _workspace
 from toolfs.integrations.mcp_server import ToolfsMCP
 
 
@@ -152,4 +152,52 @@ async def test_an_id_or_tool_name_of_any_json_type_is_answered_as_the_sdk_does(
         return [await client.call("read", {"file_path": "a.txt"})]
 
     seen = await _both(f"unhashable-{shape}", script, modern=modern)
+    assert seen[True] == seen[False]
+
+
+# -- the stream's first request -------------------------------------------------------
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message).encode() + b"\n"
+
+
+# A first line the SDK reads differently from how it looks: an initialize with a byte
+# that is not UTF-8 (the SDK reads it with a replacement character: a request), and
+# enveloped calls that the SDK does not take for requests at all (wrong jsonrpc, an id
+# that is neither an integer nor a string).
+_OPENINGS: dict[str, Callable[[Raw], bytes]] = {
+    "initialize-not-utf8": lambda c: json.dumps({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": LEGACY, "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "1"}}}).encode().replace(
+        b'"raw"', b'"r\xffw"') + b"\n",
+    "jsonrpc-1.0": lambda c: _line({**_call(c, 9), "jsonrpc": "1.0"}),
+    "id-float": lambda c: _line(_call(c, 1.5)),
+    "id-bool": lambda c: _line(_call(c, True)),
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("opening", list(_OPENINGS))
+async def test_the_era_is_decided_by_the_first_line_the_sdk_takes_for_a_request(
+        opening: str) -> None:
+    async def script(client: Raw) -> list[dict[str, Any]]:
+        client.modern = True  # the calls below carry the modern envelope
+        client.send_raw(_OPENINGS[opening](client))
+        if opening == "initialize-not-utf8":
+            answers = [await client.answer_to(0)]
+            client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        else:
+            client.modern = False
+            await client.open()
+            client.modern = True
+            answers = []
+        # A handshake-era stream: the SDK refuses every enveloped request.
+        answers += [await client.call("read", {"file_path": "a.txt"}) for _ in range(2)]
+        client.modern = False
+        answers.append(await client.call("read", {"file_path": "a.txt"}))
+        return answers
+
+    seen = await _both(f"opening-{opening}", script, modern=False, opened=False)
     assert seen[True] == seen[False]
