@@ -653,26 +653,43 @@ class _StdioLane:
         return functools.partial(self._answer, key, rid, *call)
 
     def _message(self, line: bytes) -> dict[str, Any] | None:
-        """The parsed message, when it is a JSON object with a string method; the era
-        and pending handshakes noted."""
+        """The parsed message, when it is a JSON object with a string method that the
+        lane may answer; ``None`` for the SDK's. The era and pending handshakes are
+        noted."""
         try:
             message = from_json(line)
         except ValueError:
-            return None  # the SDK answers a parse error
+            try:  # the SDK reads the pipe as UTF-8 with replacement characters
+                message = from_json(line.decode("utf-8", "replace"))
+            except ValueError:
+                return None  # the SDK answers a parse error
         if not isinstance(message, dict) or not isinstance(message.get("method"), str):
             return None
-        method, request_id = message["method"], message.get("id")
-        if request_id is not None:
-            with self._lock:
-                if method == "initialize":
-                    self._initializing.append(request_id)
-                if self._modern is None:
-                    params = message.get("params")
-                    meta = params.get("_meta") if isinstance(params, dict) else None
-                    self._modern = (method != "initialize" and isinstance(meta, dict)
-                                    and types.PROTOCOL_VERSION_META_KEY in meta)
-                    return None  # the first request is the SDK's: it decides the era
+        if self._modern is None or message["method"] == "initialize":
+            # The era and the handshakes are the SDK's to decide, from the messages as
+            # it reads them (a line it does not take for a request decides nothing).
+            request = self._as_the_sdk_reads(line)
+            if request is not None:
+                with self._lock:
+                    if request.method == "initialize":
+                        self._initializing.append(request.id)
+                    if self._modern is None:
+                        meta = (request.params or {}).get("_meta")
+                        self._modern = (request.method != "initialize"
+                                        and isinstance(meta, dict)
+                                        and types.PROTOCOL_VERSION_META_KEY in meta)
+            return None  # the first request, and every initialize, are the SDK's
         return message
+
+    @staticmethod
+    def _as_the_sdk_reads(line: bytes) -> types.JSONRPCRequest | None:
+        """The request the SDK's stdio transport reads from ``line``, if it is one."""
+        try:
+            message = types.jsonrpc_message_adapter.validate_json(
+                line.decode("utf-8", "replace"), by_name=False)
+        except ValueError:  # ValidationError is a ValueError
+            return None
+        return message if isinstance(message, types.JSONRPCRequest) else None
 
     def _eligible(self, message: dict[str, Any]) -> tuple[str, dict[str, Any], str] | None:
         """``(tool, arguments, protocol version)`` of a call the lane may answer, or
