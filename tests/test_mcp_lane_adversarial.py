@@ -70,11 +70,17 @@ class Raw(Wire):
 
     async def answer_to(self, request_id: Any) -> dict[str, Any]:
         """The answer to ``request_id`` (answers to others are kept in ``early``)."""
-        while True:
-            answer = await self.receive()
-            if answer.get("id") == request_id and type(answer.get("id")) is type(request_id):
+        def ours(answer: dict[str, Any]) -> bool:
+            rid = answer.get("id")
+            return rid == request_id and type(rid) is type(request_id)
+
+        for answer in self.early:
+            if ours(answer):
+                self.early.remove(answer)
                 return answer
+        while not ours(answer := await self.receive()):
             self.early.append(answer)
+        return answer
 
 
 async def _sync(client: Raw) -> None:
@@ -200,4 +206,37 @@ async def test_the_era_is_decided_by_the_first_line_the_sdk_takes_for_a_request(
         return answers
 
     seen = await _both(f"opening-{opening}", script, modern=False, opened=False)
+    assert seen[True] == seen[False]
+
+
+# -- line framing ---------------------------------------------------------------------
+
+# The SDK reads the pipe as text with universal newlines: "\r\n", "\n" and a lone "\r"
+# each end a line.
+_FRAMINGS: dict[str, tuple[list[bytes], list[int]]] = {
+    # name: (the bytes sent, in pieces; the ids the SDK answers)
+    "lone-cr-ends-a-line": ([b"{A}\r{B}\n"], [1, 2]),
+    "cr-inside-a-message": ([b'{"jsonrpc": "2.0",\r"id": 1, "method": "ping"}\n'], []),
+    "crlf": ([b"{A}\r\n{B}\r\n"], [1, 2]),
+    "crlf-split-between-writes": ([b"{A}\r", b"\n{B}\n"], [1, 2]),
+    "blank-lines": ([b"\n\r\n\r  \n{A}\n\n"], [1]),
+}
+
+
+@pytest.mark.anyio
+@ERAS
+@pytest.mark.parametrize("framing", list(_FRAMINGS))
+async def test_lines_end_where_the_sdk_ends_them(modern: bool, framing: str) -> None:
+    pieces, answered = _FRAMINGS[framing]
+
+    async def script(client: Raw) -> list[dict[str, Any]]:
+        for piece in pieces:
+            for name, request_id in ((b"{A}", 1), (b"{B}", 2)):
+                piece = piece.replace(name, json.dumps(_call(client, request_id)).encode())
+            client.send_raw(piece)
+            await asyncio.sleep(0.05)  # the next piece comes in a later read
+        await _sync(client)
+        return [await client.answer_to(request_id) for request_id in answered]
+
+    seen = await _both(f"framing-{framing}", script, modern=modern)
     assert seen[True] == seen[False]
