@@ -598,11 +598,19 @@ class _StdioLane:
 
     def _next_line(self) -> bytes | None:
         """The next line from the pipe (``None`` at its end; a last unterminated line
-        counts as a line)."""
+        counts as a line).
+
+        Lines end where the SDK's transport ends them: it reads the pipe as text with
+        universal newlines, so ``\n``, ``\r\n`` and a lone ``\r`` each end one."""
         buffer = self._buffer
         start = 0
         while True:
             end = buffer.find(b"\n", start)
+            cr = buffer.find(b"\r", start, len(buffer) if end < 0 else end)
+            if cr >= 0 and cr + 1 == len(buffer):
+                end = -1  # a "\r\n" or a lone "\r": the next byte tells
+            elif cr >= 0:
+                end = cr + 1 if buffer[cr + 1] == 0x0A else cr
             if end >= 0:
                 line = bytes(buffer[:end + 1])
                 del buffer[:end + 1]
@@ -610,7 +618,7 @@ class _StdioLane:
             if len(buffer) > _LINE_LIMIT:
                 logger.error("a line from the MCP client is over %d bytes: closing", _LINE_LIMIT)
                 return None
-            start = len(buffer)
+            start = len(buffer) if cr < 0 else cr
             try:
                 ready, _, _ = select.select([self._fd, self._wake_r], [], [])
                 if self._wake_r in ready:
