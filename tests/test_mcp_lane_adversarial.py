@@ -18,9 +18,11 @@ from typing import Any
 
 import anyio
 import pytest
+from fsspec.implementations.memory import MemoryFileSystem
 
 import toolfs
-from tests.test_mcp_lane import ENVELOPE, LEGACY, Wire, _workspace
+from tests.test_mcp import _ParkingStore
+from tests.test_mcp_lane import ENVELOPE, LEGACY, Wire, _parked, _workspace
 from toolfs.integrations.mcp_server import ToolfsMCP
 
 
@@ -46,6 +48,7 @@ class Raw(Wire):
     def __init__(self, server: ToolfsMCP, modern: bool, lane: bool) -> None:
         super().__init__(server, modern)
         self.lane = lane
+        self.store: _ParkingStore | None = None
 
     async def start(self) -> None:
         if self.lane:
@@ -110,13 +113,16 @@ def _canonical(answers: list[dict[str, Any]]) -> list[str]:
 
 
 async def _both(name: str, script: Script, *, modern: bool, opened: bool = True,
-                tools: list[str] | None = None) -> dict[bool, list[str]]:
+                tools: list[str] | None = None, parking: bool = False) -> dict[bool, list[str]]:
     """What the client sees (its answers, then everything after the end of input) on
-    the lane and on the reference; the lane's count of calls it answered itself."""
+    the lane and on the reference. With ``parking``, ``client.store`` is a store whose
+    first get after ``arm()`` parks until released."""
     seen = {}
     for lane in (True, False):
-        async with raw(_workspace(f"/{name}-{lane}"), modern=modern, lane=lane,
+        store = _ParkingStore(MemoryFileSystem()) if parking else None
+        async with raw(_workspace(f"/{name}-{lane}", store), modern=modern, lane=lane,
                        opened=opened, tools=tools) as client:
+            client.store = store
             answers = await script(client)
             rest = await client.close()
             seen[lane] = _canonical([*answers, *client.early, *rest])
@@ -239,4 +245,48 @@ async def test_lines_end_where_the_sdk_ends_them(modern: bool, framing: str) -> 
         return [await client.answer_to(request_id) for request_id in answered]
 
     seen = await _both(f"framing-{framing}", script, modern=modern)
+    assert seen[True] == seen[False]
+
+
+# -- cancellation ---------------------------------------------------------------------
+
+_CANCELLED = {"jsonrpc": "2.0", "method": "notifications/cancelled"}
+# name: (the call's id, the cancel notification, whether the SDK takes it for this call)
+_CANCELS: dict[str, tuple[Any, dict[str, Any], bool]] = {
+    # The SDK correlates ids as the TypeScript SDK does: "7" and 7 are one id.
+    "int-call-string-cancel": (7, {**_CANCELLED, "params": {"requestId": "7"}}, True),
+    "string-call-int-cancel": ("7", {**_CANCELLED, "params": {"requestId": 7}}, True),
+    "padded-string": (7, {**_CANCELLED, "params": {"requestId": " 7"}}, True),
+    "leading-zero-call": ("07", {**_CANCELLED, "params": {"requestId": 7}}, True),
+    "string-ids": ("x", {**_CANCELLED, "params": {"requestId": "x"}}, True),
+    # ... but a bool is not an id, nor a float.
+    "bool-cancel": (1, {**_CANCELLED, "params": {"requestId": True}}, False),
+    "float-cancel": (7, {**_CANCELLED, "params": {"requestId": 7.0}}, False),
+    # The SDK's model decides what is a notification: not one on the wrong protocol,
+    # one even with an "id" that no request can have.
+    "jsonrpc-1.0": (7, {**_CANCELLED, "jsonrpc": "1.0", "params": {"requestId": 7}}, False),
+    "null-id": (7, {**_CANCELLED, "id": None, "params": {"requestId": 7}}, True),
+    "float-id": (7, {**_CANCELLED, "id": 7.5, "params": {"requestId": 7}}, True),
+    "array-id": (7, {**_CANCELLED, "id": [7], "params": {"requestId": 7}}, True),
+}
+
+
+@pytest.mark.anyio
+@ERAS
+@pytest.mark.parametrize("case", list(_CANCELS))
+async def test_a_cancel_reaches_the_call_the_sdk_would_cancel(modern: bool, case: str) -> None:
+    call_id, cancel, cancels = _CANCELS[case]
+
+    async def script(client: Raw) -> list[dict[str, Any]]:
+        assert client.store is not None
+        client.store.arm()
+        client.send(_call(client, call_id))
+        await _parked(client.store)
+        client.send(cancel)
+        await _sync(client)  # the cancel was read
+        client.store.release.set()
+        answers = [] if cancels else [await client.answer_to(call_id)]
+        return [*answers, await client.call("read", {"file_path": "a.txt"})]
+
+    seen = await _both(f"cancel-{case}", script, modern=modern, parking=True)
     assert seen[True] == seen[False]
