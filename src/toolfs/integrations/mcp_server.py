@@ -47,8 +47,10 @@ try:
     import mcp_types.methods as wire_methods
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
+    from mcp.shared.dispatcher import coerce_request_id
     from mcp.shared.exceptions import MCPError
     from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
+    from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
     from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
     from opentelemetry import trace
     from starlette.responses import JSONResponse
@@ -425,8 +427,9 @@ JSON-escaped, fits many times over)."""
 _LANE_THREADS = 32
 """The most calls one stdio client has running at once (``AsyncWorkspace``'s default)."""
 RequestId = int | str
-_Key = tuple[type, RequestId]
-"""A request id with its type: ``1`` and ``"1"`` are different requests."""
+_Key = RequestId
+"""A request id as the SDK correlates it (``coerce_request_id``: ``"7"`` is ``7``, as
+in the TypeScript SDK), so a cancel names the call the SDK would cancel."""
 
 
 class _Wire:
@@ -642,19 +645,15 @@ class _StdioLane:
         the SDK (or was a cancellation the lane applied). Runs under the read lock, so
         lines are classified in the order the client sent them."""
         message = self._message(line)
-        if message is None:
+        if message is not None and message["method"] == "notifications/cancelled" and (
+                self._cancel(line)):
+            return None
+        call = self._eligible(message) if message is not None else None
+        if message is None or call is None:
             self._hand_to_sdk(line.decode("utf-8", "replace"))
             return None
-        method, request_id = message.get("method"), message.get("id")
-        if request_id is None and method == "notifications/cancelled" and self._cancel(
-                message.get("params")):
-            return None
-        call = self._eligible(message) if request_id is not None else None
-        if call is None:
-            self._hand_to_sdk(line.decode("utf-8", "replace"))
-            return None
-        rid = cast(RequestId, request_id)  # _eligible takes only an int or str id
-        key = (type(rid), rid)
+        rid = cast(RequestId, message["id"])  # _eligible takes only an int or str id
+        key = coerce_request_id(rid)
         with self._lock:
             self._calls.add(key)
         self._owner._lane_calls += 1
@@ -677,7 +676,7 @@ class _StdioLane:
             # The era and the handshakes are the SDK's to decide, from the messages as
             # it reads them (a line it does not take for a request decides nothing).
             request = self._as_the_sdk_reads(line)
-            if request is not None:
+            if isinstance(request, types.JSONRPCRequest):
                 with self._lock:
                     if request.method == "initialize":
                         self._initializing.append(request.id)
@@ -690,14 +689,14 @@ class _StdioLane:
         return message
 
     @staticmethod
-    def _as_the_sdk_reads(line: bytes) -> types.JSONRPCRequest | None:
-        """The request the SDK's stdio transport reads from ``line``, if it is one."""
+    def _as_the_sdk_reads(line: bytes) -> types.JSONRPCMessage | None:
+        """The message the SDK's stdio transport reads from ``line`` (``None``: none)."""
         try:
-            message = types.jsonrpc_message_adapter.validate_json(
+            message: types.JSONRPCMessage = types.jsonrpc_message_adapter.validate_json(
                 line.decode("utf-8", "replace"), by_name=False)
         except ValueError:  # ValidationError is a ValueError
             return None
-        return message if isinstance(message, types.JSONRPCRequest) else None
+        return message
 
     def _eligible(self, message: dict[str, Any]) -> tuple[str, dict[str, Any], str] | None:
         """``(tool, arguments, protocol version)`` of a call the lane may answer, or
@@ -713,7 +712,7 @@ class _StdioLane:
                 or not self._owner._serves_calls_as_built()):
             return None
         with self._lock:
-            busy = (type(request_id), request_id) in self._calls
+            busy = coerce_request_id(request_id) in self._calls
             modern, version = self._modern, self._version
         if busy:
             return None
@@ -778,12 +777,18 @@ class _StdioLane:
             result["_meta"] = {types.SERVER_INFO_META_KEY: self._owner.server.server_info_stamp}
         return result
 
-    def _cancel(self, params: Any) -> bool:
+    def _cancel(self, line: bytes) -> bool:
         """Cancel a call of the lane's that the client gave up on (else: the SDK's)."""
-        request_id = params.get("requestId") if isinstance(params, dict) else None
-        if not isinstance(request_id, int | str):
+        if not self._calls:
             return False
-        key = (type(request_id), request_id)
+        # What is a cancel, and of which call, is the SDK's to say (its message model,
+        # and its reading of the id).
+        note = self._as_the_sdk_reads(line)
+        request_id = (cancelled_request_id_from_params(note.params)
+                      if isinstance(note, types.JSONRPCNotification) else None)
+        if request_id is None:
+            return False
+        key = coerce_request_id(request_id)
         with self._lock:
             if key not in self._calls:
                 return False
