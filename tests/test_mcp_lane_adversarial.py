@@ -290,3 +290,30 @@ async def test_a_cancel_reaches_the_call_the_sdk_would_cancel(modern: bool, case
 
     seen = await _both(f"cancel-{case}", script, modern=modern, parking=True)
     assert seen[True] == seen[False]
+
+
+@pytest.mark.anyio
+@ERAS
+@pytest.mark.parametrize("duplicate", ["ping", "call", "string-id-call"])
+async def test_a_request_reusing_a_lane_calls_id_takes_its_cancels_as_in_the_sdk(
+        modern: bool, duplicate: str) -> None:
+    # The SDK files in-flight requests by id, the newest over the older: once another
+    # request with the id came (and went), a cancel of that id stops nothing.
+    async def script(client: Raw) -> list[dict[str, Any]]:
+        assert client.store is not None
+        client.store.arm()
+        client.send(_call(client, 7))
+        await _parked(client.store)
+        again = {"ping": {"jsonrpc": "2.0", "id": 7, "method": "ping",
+                          "params": client.params({})},
+                 "call": _call(client, 7, "ls", {}),
+                 "string-id-call": _call(client, "7", "ls", {})}[duplicate]
+        client.send(again)
+        answers = [await client.answer_to(again["id"])]
+        client.send({**_CANCELLED, "params": {"requestId": 7}})
+        await _sync(client)
+        client.store.release.set()
+        return [*answers, await client.answer_to(7)]
+
+    seen = await _both(f"duplicate-{duplicate}", script, modern=modern, parking=True)
+    assert seen[True] == seen[False]
