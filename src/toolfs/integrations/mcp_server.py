@@ -47,7 +47,7 @@ try:
     import mcp_types.methods as wire_methods
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
-    from mcp.shared.dispatcher import coerce_request_id
+    from mcp.shared.dispatcher import as_request_id, coerce_request_id
     from mcp.shared.exceptions import MCPError
     from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
     from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
@@ -506,6 +506,9 @@ class _StdioLane:
         self._calls: set[_Key] = set()
         self._cancelled: set[_Key] = set()
         self._answering: set[_Key] = set()
+        self._disowned: set[_Key] = set()
+        """Lane calls whose id a later request to the SDK reused: their cancels are the
+        SDK's (it files requests by id, the newest over the older)."""
         self._threads = 0
         self._waiting = 0
 
@@ -644,12 +647,19 @@ class _StdioLane:
         """The call to run for this line if the lane answers it; else the line went to
         the SDK (or was a cancellation the lane applied). Runs under the read lock, so
         lines are classified in the order the client sent them."""
-        message = self._message(line)
-        if message is not None and message["method"] == "notifications/cancelled" and (
-                self._cancel(line)):
+        message = self._parsed(line)
+        if message is None:
+            call = None  # nor does the SDK read a request from it
+        elif self._modern is None or message["method"] == "initialize":
+            self._note_handshake(line)
+            call = None  # the first request, and every initialize, are the SDK's
+        elif message["method"] == "notifications/cancelled" and self._cancel(line):
             return None
-        call = self._eligible(message) if message is not None else None
+        else:
+            call = self._eligible(message)
         if message is None or call is None:
+            if message is not None:
+                self._hand_over(message, line)
             self._hand_to_sdk(line.decode("utf-8", "replace"))
             return None
         rid = cast(RequestId, message["id"])  # _eligible takes only an int or str id
@@ -659,10 +669,9 @@ class _StdioLane:
         self._owner._lane_calls += 1
         return functools.partial(self._answer, key, rid, *call)
 
-    def _message(self, line: bytes) -> dict[str, Any] | None:
-        """The parsed message, when it is a JSON object with a string method that the
-        lane may answer; ``None`` for the SDK's. The era and pending handshakes are
-        noted."""
+    @staticmethod
+    def _parsed(line: bytes) -> dict[str, Any] | None:
+        """The line's message, when it is a JSON object with a string method."""
         try:
             message = from_json(line)
         except ValueError:
@@ -672,21 +681,36 @@ class _StdioLane:
                 return None  # the SDK answers a parse error
         if not isinstance(message, dict) or not isinstance(message.get("method"), str):
             return None
-        if self._modern is None or message["method"] == "initialize":
-            # The era and the handshakes are the SDK's to decide, from the messages as
-            # it reads them (a line it does not take for a request decides nothing).
-            request = self._as_the_sdk_reads(line)
-            if isinstance(request, types.JSONRPCRequest):
-                with self._lock:
-                    if request.method == "initialize":
-                        self._initializing.append(request.id)
-                    if self._modern is None:
-                        meta = (request.params or {}).get("_meta")
-                        self._modern = (request.method != "initialize"
-                                        and isinstance(meta, dict)
-                                        and types.PROTOCOL_VERSION_META_KEY in meta)
-            return None  # the first request, and every initialize, are the SDK's
         return message
+
+    def _note_handshake(self, line: bytes) -> None:
+        """Note the era (from the stream's first request) and a pending ``initialize``,
+        from the message as the SDK reads it (a line it does not take for a request
+        decides nothing)."""
+        request = self._as_the_sdk_reads(line)
+        if not isinstance(request, types.JSONRPCRequest):
+            return
+        with self._lock:
+            if request.method == "initialize":
+                self._initializing.append(request.id)
+            if self._modern is None:
+                meta = (request.params or {}).get("_meta")
+                self._modern = (request.method != "initialize" and isinstance(meta, dict)
+                                and types.PROTOCOL_VERSION_META_KEY in meta)
+
+    def _hand_over(self, message: dict[str, Any], line: bytes) -> None:
+        """Before the SDK gets a request: if it reuses the id of a lane call, the SDK
+        files it over that call, so from now on the cancels of that id are the SDK's."""
+        request_id = as_request_id(message.get("id"))
+        if request_id is None or not self._calls:
+            return
+        key = coerce_request_id(request_id)
+        with self._lock:
+            if key not in self._calls:
+                return
+        if isinstance(self._as_the_sdk_reads(line), types.JSONRPCRequest):
+            with self._lock:
+                self._disowned.add(key)
 
     @staticmethod
     def _as_the_sdk_reads(line: bytes) -> types.JSONRPCMessage | None:
@@ -753,6 +777,7 @@ class _StdioLane:
                 self._calls.discard(key)
                 self._cancelled.discard(key)
                 self._answering.discard(key)
+                self._disowned.discard(key)
                 self._settled.notify_all()
 
     def _encode(self, request_id: RequestId, output: ToolOutput, version: str) -> bytes:
@@ -790,7 +815,7 @@ class _StdioLane:
             return False
         key = coerce_request_id(request_id)
         with self._lock:
-            if key not in self._calls:
+            if key not in self._calls or key in self._disowned:
                 return False
             if key not in self._answering:  # else too late: the answer is on its way
                 self._cancelled.add(key)
