@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from io import TextIOWrapper
 from typing import Any
@@ -29,6 +29,15 @@ from toolfs.integrations.mcp_server import ToolfsMCP
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _lane_classifies_every_line(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """No line makes the lane's own classification fail (it would hand the line to the
+    SDK, and log it, rather than lose it)."""
+    yield
+    records = [*caplog.get_records("setup"), *caplog.get_records("call")]
+    assert not [r for r in records if "could not classify" in r.getMessage()]
 
 
 async def _sdk_serve(server: ToolfsMCP, read_fd: int, write_fd: int) -> None:
