@@ -725,7 +725,7 @@ class _StdioLane:
     def _eligible(self, message: dict[str, Any]) -> tuple[str, dict[str, Any], str] | None:
         """``(tool, arguments, protocol version)`` of a call the lane may answer, or
         ``None`` to leave it to the SDK (which also answers every malformed one)."""
-        request_id, params = message["id"], message.get("params")
+        request_id, params = message.get("id"), message.get("params")
         if (message["method"] != "tools/call" or type(request_id) not in (int, str)
                 or message.get("jsonrpc") != "2.0"
                 or not message.keys() <= {"jsonrpc", "id", "method", "params"}
@@ -736,7 +736,7 @@ class _StdioLane:
                 or not self._owner._serves_calls_as_built()):
             return None
         with self._lock:
-            busy = coerce_request_id(request_id) in self._calls
+            busy = coerce_request_id(cast(RequestId, request_id)) in self._calls
             modern, version = self._modern, self._version
         if busy:
             return None
