@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from io import TextIOWrapper
@@ -326,3 +327,50 @@ async def test_a_request_reusing_a_lane_calls_id_takes_its_cancels_as_in_the_sdk
 
     seen = await _both(f"duplicate-{duplicate}", script, modern=modern, parking=True)
     assert seen[True] == seen[False]
+
+
+# -- the SDK stopping first -----------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_lane_call_that_ends_after_the_serving_stopped_writes_nowhere(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    # run_stdio closes the wire's descriptors once serving stops (cancelled: the SDK
+    # stops first); a call still running then must not write its answer to whatever
+    # file has since been opened under that descriptor's number.
+    from toolfs.integrations import mcp_server
+
+    answered = threading.Event()
+    answer = mcp_server._StdioLane._answer
+
+    def noted(self: Any, *args: Any) -> None:
+        try:
+            answer(self, *args)
+        finally:
+            answered.set()
+
+    monkeypatch.setattr(mcp_server._StdioLane, "_answer", noted)
+    store = _ParkingStore(MemoryFileSystem())
+    client = Raw(ToolfsMCP(_workspace("/stopped", store)), False, lane=True)
+    await client.start()
+    await client.open()
+    store.arm()
+    client.send(_call(client, 7))
+    await _parked(store)
+    client._serving.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await client._serving
+    os.close(client._s2c_w)
+    victim = tmp_path / "victim.txt"
+    fd = os.open(victim, os.O_WRONLY | os.O_CREAT)
+    try:
+        assert fd == client._s2c_w  # the lowest free number: the wire's old one
+        store.release.set()
+        assert await asyncio.to_thread(answered.wait, 10)
+    finally:
+        os.close(fd)
+        os.close(client._c2s_w)
+        os.close(client._c2s_r)
+        for transport in client._transports:
+            transport.close()
+    assert victim.read_bytes() == b""
