@@ -424,6 +424,11 @@ _LINE_LIMIT = 1 << 30
 JSON-escaped, fits many times over)."""
 
 
+_SHUTDOWN_WRITE_TIMEOUT = 1.0
+"""How long the end of serving waits for a write or read under way (the SDK's bound
+for its last writes)."""
+
+
 _LANE_THREADS = 32
 """The most calls one stdio client has running at once (``AsyncWorkspace``'s default)."""
 RequestId = int | str
@@ -460,6 +465,15 @@ class _Wire:
                 self._broken = True
                 logger.debug("the MCP client closed the wire: %s", exc)
 
+    def close(self) -> None:
+        """Write nothing more: once serving ends, the descriptor may be closed and its
+        number reused for another file. A write under way (on a full pipe) is waited
+        for as long as the SDK waits for its last writes."""
+        acquired = self._lock.acquire(timeout=_SHUTDOWN_WRITE_TIMEOUT)
+        self._broken = True
+        if acquired:
+            self._lock.release()
+
 
 class _StdioLane:
     """The wire of one stdio client, between the pipes and the SDK's stdio transport.
@@ -495,6 +509,8 @@ class _StdioLane:
         """Held by the one lane thread that reads the pipe (and classifies what it read,
         in the order the client sent it)."""
         self._eof = False
+        self._in_read = threading.Lock()
+        """Held while a lane thread waits on or reads the input pipe."""
         # The rest is guarded by _lock: the lane threads and the event loop share it.
         self._lock = threading.Lock()
         self._settled = threading.Condition(self._lock)
@@ -517,10 +533,15 @@ class _StdioLane:
             self._spawn()
 
     def stop(self) -> None:
-        """Let a lane thread still waiting for input go (the SDK stopped first)."""
+        """End serving: a lane thread still waiting for input goes (the SDK stopped
+        first), and neither pipe is touched after this returns (the caller may close
+        them, and their numbers may be reused), even by a call still running."""
         self._eof = True
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")
+        if self._in_read.acquire(timeout=_SHUTDOWN_WRITE_TIMEOUT):  # woken: it is out
+            self._in_read.release()
+        self._wire.close()
 
     def __del__(self) -> None:
         for fd in (self._wake_r, self._wake_w):
@@ -626,10 +647,13 @@ class _StdioLane:
                 return None
             start = len(buffer) if cr < 0 else cr
             try:
-                ready, _, _ = select.select([self._fd, self._wake_r], [], [])
-                if self._wake_r in ready:
-                    return None  # stopped
-                chunk = os.read(self._fd, 1 << 16)
+                with self._in_read:
+                    if self._eof:
+                        return None  # stopped
+                    ready, _, _ = select.select([self._fd, self._wake_r], [], [])
+                    if self._wake_r in ready:
+                        return None  # stopped
+                    chunk = os.read(self._fd, 1 << 16)
             except BlockingIOError:  # a pipe the client made non-blocking: no data yet
                 continue
             except OSError as exc:
