@@ -374,3 +374,28 @@ async def test_a_lane_call_that_ends_after_the_serving_stopped_writes_nowhere(
         for transport in client._transports:
             transport.close()
     assert victim.read_bytes() == b""
+
+
+# -- what held (kept as guards) -------------------------------------------------------
+
+
+@pytest.mark.anyio
+@ERAS
+async def test_a_disabled_tool_is_refused_as_the_sdk_refuses_it(modern: bool) -> None:
+    async def script(client: Raw) -> list[dict[str, Any]]:
+        return [await client.call("write", {"file_path": "n.txt", "content": "x"}),
+                await client.call("read", {"file_path": "a.txt"})]
+
+    seen = await _both("disabled", script, modern=modern, tools=["read"])
+    assert seen[True] == seen[False]
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts /proc/self/fd")
+async def test_a_served_session_leaves_no_descriptor_open() -> None:
+    before = len(os.listdir("/proc/self/fd"))
+    for modern in (False, True):
+        async with raw(_workspace("/fds"), modern=modern, lane=True) as client:
+            await client.call("read", {"file_path": "a.txt"})
+            assert await client.close() == []
+    assert len(os.listdir("/proc/self/fd")) == before
