@@ -399,3 +399,28 @@ async def test_a_served_session_leaves_no_descriptor_open() -> None:
             await client.call("read", {"file_path": "a.txt"})
             assert await client.close() == []
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+@pytest.mark.anyio
+@ERAS
+async def test_undecodable_names_and_credentials_are_answered_as_the_sdk_does(
+        modern: bool, tmp_path: Any) -> None:
+    from toolfs.redact import Redactor
+
+    secret = "S3CR3T-do-not-leak-9431"
+    (tmp_path / "ok.txt").write_text("x\n")
+    (tmp_path / os.fsdecode(b"bad\xff.txt")).write_bytes(b"x\n")
+    seen = {}
+    for lane in (True, False):
+        server = ToolfsMCP(toolfs.Workspace(str(tmp_path)), redact=Redactor(secrets=[secret]))
+        client = Raw(server, modern, lane)
+        await client.start()
+        await client.open()
+        answers = [await client.call(name, arguments) for name, arguments in [
+            ("read", {"file_path": f"{secret}.txt"}), ("ls", {}), ("glob", {"pattern": "*"}),
+            ("grep", {"pattern": "x", "output_mode": "files_with_matches"})]]
+        seen[lane] = _canonical([*answers, *client.early, *await client.close()])
+        assert (server._lane_calls == 4) is lane
+    assert seen[True] == seen[False]
+    assert secret not in "".join(seen[True])
+    assert "bad" in "".join(seen[True])
