@@ -360,11 +360,12 @@ async def test_a_lane_call_that_ends_after_the_serving_stopped_writes_nowhere(
     client._serving.cancel()
     with pytest.raises(asyncio.CancelledError):
         await client._serving
-    os.close(client._s2c_w)
     victim = tmp_path / "victim.txt"
-    fd = os.open(victim, os.O_WRONLY | os.O_CREAT)
+    opened = os.open(victim, os.O_WRONLY | os.O_CREAT)
+    os.close(client._s2c_w)
+    fd = os.dup2(opened, client._s2c_w)  # another file under the wire's old number
+    os.close(opened)
     try:
-        assert fd == client._s2c_w  # the lowest free number: the wire's old one
         store.release.set()
         assert await asyncio.to_thread(answered.wait, 10)
     finally:
