@@ -47,8 +47,10 @@ try:
     import mcp_types.methods as wire_methods
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
+    from mcp.shared.dispatcher import as_request_id, coerce_request_id
     from mcp.shared.exceptions import MCPError
     from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
+    from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
     from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
     from opentelemetry import trace
     from starlette.responses import JSONResponse
@@ -422,11 +424,17 @@ _LINE_LIMIT = 1 << 30
 JSON-escaped, fits many times over)."""
 
 
+_SHUTDOWN_WRITE_TIMEOUT = 1.0
+"""How long the end of serving waits for a write or read under way (the SDK's bound
+for its last writes)."""
+
+
 _LANE_THREADS = 32
 """The most calls one stdio client has running at once (``AsyncWorkspace``'s default)."""
 RequestId = int | str
-_Key = tuple[type, RequestId]
-"""A request id with its type: ``1`` and ``"1"`` are different requests."""
+_Key = RequestId
+"""A request id as the SDK correlates it (``coerce_request_id``: ``"7"`` is ``7``, as
+in the TypeScript SDK), so a cancel names the call the SDK would cancel."""
 
 
 class _Wire:
@@ -456,6 +464,15 @@ class _Wire:
             except OSError as exc:  # the client closed its end: nobody reads any more
                 self._broken = True
                 logger.debug("the MCP client closed the wire: %s", exc)
+
+    def close(self) -> None:
+        """Write nothing more: once serving ends, the descriptor may be closed and its
+        number reused for another file. A write under way (on a full pipe) is waited
+        for as long as the SDK waits for its last writes."""
+        acquired = self._lock.acquire(timeout=_SHUTDOWN_WRITE_TIMEOUT)
+        self._broken = True
+        if acquired:
+            self._lock.release()
 
 
 class _StdioLane:
@@ -492,6 +509,8 @@ class _StdioLane:
         """Held by the one lane thread that reads the pipe (and classifies what it read,
         in the order the client sent it)."""
         self._eof = False
+        self._in_read = threading.Lock()
+        """Held while a lane thread waits on or reads the input pipe."""
         # The rest is guarded by _lock: the lane threads and the event loop share it.
         self._lock = threading.Lock()
         self._settled = threading.Condition(self._lock)
@@ -503,6 +522,9 @@ class _StdioLane:
         self._calls: set[_Key] = set()
         self._cancelled: set[_Key] = set()
         self._answering: set[_Key] = set()
+        self._disowned: set[_Key] = set()
+        """Lane calls whose id a later request to the SDK reused: their cancels are the
+        SDK's (it files requests by id, the newest over the older)."""
         self._threads = 0
         self._waiting = 0
 
@@ -511,10 +533,15 @@ class _StdioLane:
             self._spawn()
 
     def stop(self) -> None:
-        """Let a lane thread still waiting for input go (the SDK stopped first)."""
+        """End serving: a lane thread still waiting for input goes (the SDK stopped
+        first), and neither pipe is touched after this returns (the caller may close
+        them, and their numbers may be reused), even by a call still running."""
         self._eof = True
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")
+        if self._in_read.acquire(timeout=_SHUTDOWN_WRITE_TIMEOUT):  # woken: it is out
+            self._in_read.release()
+        self._wire.close()
 
     def __del__(self) -> None:
         for fd in (self._wake_r, self._wake_w):
@@ -570,7 +597,12 @@ class _StdioLane:
                             self._settled.wait()
                     self._hand_to_sdk(None)
                     return
-                job = self._took(line)
+                try:
+                    job = self._took(line)
+                except Exception:  # a line the lane cannot classify: the SDK's to answer
+                    logger.exception("the stdio lane could not classify a line")
+                    self._hand_to_sdk(line.decode("utf-8", "replace"))
+                    job = None
                 if job is not None:
                     with self._lock:  # someone must be there to read the next line
                         if self._waiting == 0:
@@ -593,11 +625,19 @@ class _StdioLane:
 
     def _next_line(self) -> bytes | None:
         """The next line from the pipe (``None`` at its end; a last unterminated line
-        counts as a line)."""
+        counts as a line).
+
+        Lines end where the SDK's transport ends them: it reads the pipe as text with
+        universal newlines, so ``\n``, ``\r\n`` and a lone ``\r`` each end one."""
         buffer = self._buffer
         start = 0
         while True:
             end = buffer.find(b"\n", start)
+            cr = buffer.find(b"\r", start, len(buffer) if end < 0 else end)
+            if cr >= 0 and cr + 1 == len(buffer):
+                end = -1  # a "\r\n" or a lone "\r": the next byte tells
+            elif cr >= 0:
+                end = cr + 1 if buffer[cr + 1] == 0x0A else cr
             if end >= 0:
                 line = bytes(buffer[:end + 1])
                 del buffer[:end + 1]
@@ -605,12 +645,15 @@ class _StdioLane:
             if len(buffer) > _LINE_LIMIT:
                 logger.error("a line from the MCP client is over %d bytes: closing", _LINE_LIMIT)
                 return None
-            start = len(buffer)
+            start = len(buffer) if cr < 0 else cr
             try:
-                ready, _, _ = select.select([self._fd, self._wake_r], [], [])
-                if self._wake_r in ready:
-                    return None  # stopped
-                chunk = os.read(self._fd, 1 << 16)
+                with self._in_read:
+                    if self._eof:
+                        return None  # stopped
+                    ready, _, _ = select.select([self._fd, self._wake_r], [], [])
+                    if self._wake_r in ready:
+                        return None  # stopped
+                    chunk = os.read(self._fd, 1 << 16)
             except BlockingIOError:  # a pipe the client made non-blocking: no data yet
                 continue
             except OSError as exc:
@@ -628,60 +671,98 @@ class _StdioLane:
         """The call to run for this line if the lane answers it; else the line went to
         the SDK (or was a cancellation the lane applied). Runs under the read lock, so
         lines are classified in the order the client sent them."""
-        message = self._message(line)
+        message = self._parsed(line)
         if message is None:
+            call = None  # nor does the SDK read a request from it
+        elif self._modern is None or message["method"] == "initialize":
+            self._note_handshake(line)
+            call = None  # the first request, and every initialize, are the SDK's
+        elif message["method"] == "notifications/cancelled" and self._cancel(line):
+            return None
+        else:
+            call = self._eligible(message)
+        if message is None or call is None:
+            if message is not None:
+                self._hand_over(message, line)
             self._hand_to_sdk(line.decode("utf-8", "replace"))
             return None
-        method, request_id = message.get("method"), message.get("id")
-        if request_id is None and method == "notifications/cancelled" and self._cancel(
-                message.get("params")):
-            return None
-        call = self._eligible(message) if request_id is not None else None
-        if call is None:
-            self._hand_to_sdk(line.decode("utf-8", "replace"))
-            return None
-        rid = cast(RequestId, request_id)  # _eligible takes only an int or str id
-        key = (type(rid), rid)
+        rid = cast(RequestId, message["id"])  # _eligible takes only an int or str id
+        key = coerce_request_id(rid)
         with self._lock:
             self._calls.add(key)
         self._owner._lane_calls += 1
         return functools.partial(self._answer, key, rid, *call)
 
-    def _message(self, line: bytes) -> dict[str, Any] | None:
-        """The parsed message, when it is a JSON object with a string method; the era
-        and pending handshakes noted."""
+    @staticmethod
+    def _parsed(line: bytes) -> dict[str, Any] | None:
+        """The line's message, when it is a JSON object with a string method."""
         try:
             message = from_json(line)
         except ValueError:
-            return None  # the SDK answers a parse error
+            try:  # the SDK reads the pipe as UTF-8 with replacement characters
+                message = from_json(line.decode("utf-8", "replace"))
+            except ValueError:
+                return None  # the SDK answers a parse error
         if not isinstance(message, dict) or not isinstance(message.get("method"), str):
             return None
-        method, request_id = message["method"], message.get("id")
-        if request_id is not None:
+        return message
+
+    def _note_handshake(self, line: bytes) -> None:
+        """Note the era (from the stream's first request) and a pending ``initialize``,
+        from the message as the SDK reads it (a line it does not take for a request
+        decides nothing)."""
+        request = self._as_the_sdk_reads(line)
+        if not isinstance(request, types.JSONRPCRequest):
+            return
+        with self._lock:
+            if request.method == "initialize":
+                self._initializing.append(request.id)
+            if self._modern is None:
+                meta = (request.params or {}).get("_meta")
+                self._modern = (request.method != "initialize" and isinstance(meta, dict)
+                                and types.PROTOCOL_VERSION_META_KEY in meta)
+
+    def _hand_over(self, message: dict[str, Any], line: bytes) -> None:
+        """Before the SDK gets a request: if it reuses the id of a lane call, the SDK
+        files it over that call, so from now on the cancels of that id are the SDK's."""
+        request_id = as_request_id(message.get("id"))
+        if request_id is None or not self._calls:
+            return
+        key = coerce_request_id(request_id)
+        with self._lock:
+            if key not in self._calls:
+                return
+        if isinstance(self._as_the_sdk_reads(line), types.JSONRPCRequest):
             with self._lock:
-                if method == "initialize":
-                    self._initializing.append(request_id)
-                if self._modern is None:
-                    params = message.get("params")
-                    meta = params.get("_meta") if isinstance(params, dict) else None
-                    self._modern = (method != "initialize" and isinstance(meta, dict)
-                                    and types.PROTOCOL_VERSION_META_KEY in meta)
-                    return None  # the first request is the SDK's: it decides the era
+                self._disowned.add(key)
+
+    @staticmethod
+    def _as_the_sdk_reads(line: bytes) -> types.JSONRPCMessage | None:
+        """The message the SDK's stdio transport reads from ``line`` (``None``: none)."""
+        try:
+            message: types.JSONRPCMessage = types.jsonrpc_message_adapter.validate_json(
+                line.decode("utf-8", "replace"), by_name=False)
+        except ValueError:  # ValidationError is a ValueError
+            return None
         return message
 
     def _eligible(self, message: dict[str, Any]) -> tuple[str, dict[str, Any], str] | None:
         """``(tool, arguments, protocol version)`` of a call the lane may answer, or
         ``None`` to leave it to the SDK (which also answers every malformed one)."""
-        request_id, params = message["id"], message.get("params")
-        with self._lock:
-            busy = (type(request_id), request_id) in self._calls
-            modern, version = self._modern, self._version
-        if (message["method"] != "tools/call" or type(request_id) not in (int, str) or busy
+        request_id, params = message.get("id"), message.get("params")
+        if (message["method"] != "tools/call" or type(request_id) not in (int, str)
                 or message.get("jsonrpc") != "2.0"
                 or not message.keys() <= {"jsonrpc", "id", "method", "params"}
                 or not isinstance(params, dict)
-                or params.get("name") not in self._owner._enabled
+                # Any JSON value can stand where a name is due (an array cannot be hashed).
+                or not isinstance(params.get("name"), str)
+                or params["name"] not in self._owner._enabled
                 or not self._owner._serves_calls_as_built()):
+            return None
+        with self._lock:
+            busy = coerce_request_id(cast(RequestId, request_id)) in self._calls
+            modern, version = self._modern, self._version
+        if busy:
             return None
         if modern:
             route = classify_inbound_request({"method": "tools/call", "params": params})
@@ -720,6 +801,7 @@ class _StdioLane:
                 self._calls.discard(key)
                 self._cancelled.discard(key)
                 self._answering.discard(key)
+                self._disowned.discard(key)
                 self._settled.notify_all()
 
     def _encode(self, request_id: RequestId, output: ToolOutput, version: str) -> bytes:
@@ -744,14 +826,20 @@ class _StdioLane:
             result["_meta"] = {types.SERVER_INFO_META_KEY: self._owner.server.server_info_stamp}
         return result
 
-    def _cancel(self, params: Any) -> bool:
+    def _cancel(self, line: bytes) -> bool:
         """Cancel a call of the lane's that the client gave up on (else: the SDK's)."""
-        request_id = params.get("requestId") if isinstance(params, dict) else None
-        if not isinstance(request_id, int | str):
+        if not self._calls:
             return False
-        key = (type(request_id), request_id)
+        # What is a cancel, and of which call, is the SDK's to say (its message model,
+        # and its reading of the id).
+        note = self._as_the_sdk_reads(line)
+        request_id = (cancelled_request_id_from_params(note.params)
+                      if isinstance(note, types.JSONRPCNotification) else None)
+        if request_id is None:
+            return False
+        key = coerce_request_id(request_id)
         with self._lock:
-            if key not in self._calls:
+            if key not in self._calls or key in self._disowned:
                 return False
             if key not in self._answering:  # else too late: the answer is on its way
                 self._cancelled.add(key)
