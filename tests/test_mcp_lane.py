@@ -327,3 +327,66 @@ async def test_with_every_lane_thread_busy_calls_queue_and_reading_goes_on(
         assert slow["id"] == "slow" and slow["result"]["isError"] is False
         await client.close()
         assert client.server._lane_calls == 2
+
+
+@pytest.mark.anyio
+async def test_while_an_initialize_is_unanswered_calls_are_the_sdks(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The answer to a second initialize is held until the lane has judged the call sent
+    # right after it: the version may be about to change, so the lane must leave it.
+    from toolfs.integrations import mcp_server
+
+    lane_class = mcp_server._StdioLane
+    saw, eligible = lane_class._saw_answer, lane_class._eligible
+    judged, verdicts, armed = threading.Event(), [], [False]
+
+    def held_saw(self: Any, text: str) -> None:
+        if armed[0] and '"protocolVersion"' in text:
+            judged.wait(5)
+        saw(self, text)
+
+    def noted_eligible(self: Any, message: dict[str, Any]) -> Any:
+        verdict = eligible(self, message)
+        if armed[0] and message.get("method") == "tools/call":
+            verdicts.append(verdict)
+            judged.set()
+        return verdict
+
+    monkeypatch.setattr(lane_class, "_saw_answer", held_saw)
+    monkeypatch.setattr(lane_class, "_eligible", noted_eligible)
+    async with wire(_workspace("/lane-reinit"), modern=False) as client:
+        armed[0] = True
+        client.send({"jsonrpc": "2.0", "id": 500, "method": "initialize", "params": {
+            "protocolVersion": LEGACY, "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}})
+        answer = await client.call("read", {"file_path": "a.txt"})
+        assert "result" in answer, answer
+        rest = await client.close()
+    assert verdicts == [None]
+    assert client.server._lane_calls == 0
+    assert [a["id"] for a in [*client.early, *rest]] == [500]
+
+
+@pytest.mark.anyio
+async def test_a_queued_call_cancelled_before_it_starts_never_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolfs.integrations import mcp_server
+
+    monkeypatch.setattr(mcp_server, "_LANE_THREADS", 1)
+    held: list[Any] = []
+    monkeypatch.setattr(mcp_server._StdioLane, "_queue", lambda self, job: held.append(job))
+    executed: list[str] = []
+    workspace = _workspace("/lane-queued-cancel")
+    workspace.subscribe(lambda event: executed.append(event.operation))
+    async with wire(workspace, modern=False) as client:
+        client.send({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {
+            "name": "write", "arguments": {"file_path": "q.txt", "content": "q\n"}}})
+        client.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                     "params": {"requestId": 8}})
+        assert "result" in await client.request("ping")  # both lines were read
+        assert len(held) == 1
+        await asyncio.to_thread(held[0])  # the worker takes it only now
+        rest = await client.close()
+    assert executed == []
+    assert [a for a in [*client.early, *rest] if a.get("id") == 8] == []
+    assert not workspace.fs.exists("q.txt")

@@ -762,6 +762,9 @@ class _StdioLane:
         with self._lock:
             busy = coerce_request_id(cast(RequestId, request_id)) in self._calls
             modern, version = self._modern, self._version
+            # While an initialize is unanswered the version may be about to change: the
+            # SDK serves what comes meanwhile, at the version it then holds.
+            busy = busy or bool(self._initializing)
         if busy:
             return None
         if modern:
@@ -783,8 +786,13 @@ class _StdioLane:
 
     def _answer(self, key: _Key, request_id: RequestId, tool: str, arguments: dict[str, Any],
                 version: str) -> None:
-        """Run a call and write its answer (on the lane thread that read it)."""
+        """Run a call and write its answer (on the lane thread that read it, or on a
+        workspace worker when every lane thread was busy)."""
         try:
+            with self._lock:
+                if key in self._cancelled:
+                    return  # cancelled before it started (queued): never run, as the
+                    # workers skip a call cancelled before they take it
             context = self._context
             try:
                 output = context.run_here(context.sync.execute, tool, arguments)
