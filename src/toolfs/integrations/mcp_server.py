@@ -505,6 +505,7 @@ class _StdioLane:
         self._to_sdk: asyncio.Queue[str | None] = asyncio.Queue()
         self._buffer = bytearray()
         self._wake_r, self._wake_w = os.pipe()
+        self._wake_open = True
         self._read_lock = threading.Lock()
         """Held by the one lane thread that reads the pipe (and classifies what it read,
         in the order the client sent it)."""
@@ -537,16 +538,28 @@ class _StdioLane:
         first), and neither pipe is touched after this returns (the caller may close
         them, and their numbers may be reused), even by a call still running."""
         self._eof = True
-        with contextlib.suppress(OSError):
-            os.write(self._wake_w, b"x")
+        if self._wake_open:
+            with contextlib.suppress(OSError):
+                os.write(self._wake_w, b"x")
         if self._in_read.acquire(timeout=_SHUTDOWN_WRITE_TIMEOUT):  # woken: it is out
-            self._in_read.release()
+            try:  # and no reader enters again (it finds _eof first): the wake pipe goes
+                self._close_wake_pipe()
+            finally:
+                self._in_read.release()
         self._wire.close()
 
+    def _close_wake_pipe(self) -> None:
+        """Close the wake pipe, once: closing a number twice could close another file
+        that has taken it since."""
+        if self._wake_open:
+            self._wake_open = False
+            for fd in (self._wake_r, self._wake_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
     def __del__(self) -> None:
-        for fd in (self._wake_r, self._wake_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        # Only when stop() could not (a reader did not leave in time): left to the end.
+        self._close_wake_pipe()
 
     # -- the SDK's side: lines in, messages out -------------------------------------
 
@@ -688,9 +701,9 @@ class _StdioLane:
             return None
         rid = cast(RequestId, message["id"])  # _eligible takes only an int or str id
         key = coerce_request_id(rid)
-        with self._lock:
+        with self._lock:  # several lane threads count
             self._calls.add(key)
-        self._owner._lane_calls += 1
+            self._owner._lane_calls += 1
         return functools.partial(self._answer, key, rid, *call)
 
     @staticmethod
