@@ -10,6 +10,7 @@ server then answers every call through the SDK), and every answer must be identi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import threading
@@ -46,6 +47,7 @@ class Wire:
         self.modern = modern
         self.next_id = 100
         self.early: list[dict[str, Any]] = []
+        self.closed = False
 
     async def start(self) -> None:
         self._c2s_r, self._c2s_w = os.pipe()
@@ -105,6 +107,7 @@ class Wire:
 
     async def close(self) -> list[dict[str, Any]]:
         """End the input; every answer the server still sends, until it is done."""
+        self.closed = True
         os.close(self._c2s_w)
         await asyncio.wait_for(self._serving, 10)
         os.close(self._s2c_w)  # the server is done writing: the client reads to the end
@@ -127,9 +130,14 @@ async def wire(workspace: toolfs.Workspace, *, modern: bool, lane: bool = True,
         server.server.middleware.append(pass_through)
     client = Wire(server, modern)
     await client.start()
-    if opened:
-        await client.open()
-    yield client
+    try:
+        if opened:
+            await client.open()
+        yield client
+    finally:
+        if not client.closed:  # the test failed midway: still end the session
+            with contextlib.suppress(Exception):
+                await client.close()
 
 
 def _workspace(root: str, store: MemoryStore | None = None) -> toolfs.Workspace:
@@ -214,6 +222,15 @@ async def test_a_modern_envelope_on_a_handshake_stream_is_refused_by_the_sdk() -
         await client.close()
 
 
+async def _park(client: Wire, store: _ParkingStore, request_id: int | str, tool: str,
+                arguments: dict[str, Any]) -> None:
+    """Send a call that parks in ``store`` and wait until it has."""
+    store.arm()
+    client.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                 "params": client.params({"name": tool, "arguments": arguments})})
+    await _parked(store)
+
+
 async def _parked(store: _ParkingStore) -> None:
     assert await asyncio.to_thread(store.parked.wait, 10), "the call never reached the store"
 
@@ -224,11 +241,7 @@ async def test_lane_calls_overlap(modern: bool) -> None:
     fs = MemoryFileSystem()
     store = _ParkingStore(fs)
     async with wire(_workspace("/lane-overlap", store), modern=modern) as client:
-        store.arm()
-        client.send({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
-                     "params": client.params({"name": "read",
-                                              "arguments": {"file_path": "a.txt"}})})
-        await _parked(store)
+        await _park(client, store, "slow", "read", {"file_path": "a.txt"})
         fast = await client.call("read", {"file_path": "sub/c.py"})
         assert fast["result"]["isError"] is False
         store.release.set()
@@ -242,13 +255,10 @@ async def test_a_cancelled_lane_call_is_never_answered() -> None:
     fs = MemoryFileSystem()
     store = _ParkingStore(fs)
     async with wire(_workspace("/lane-cancel", store), modern=False) as client:
-        store.arm()
-        client.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                     "params": {"name": "read", "arguments": {"file_path": "a.txt"}}})
-        await _parked(store)
+        await _park(client, store, 7, "read", {"file_path": "a.txt"})
         client.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
                      "params": {"requestId": 7, "reason": "user"}})
-        # A cancel naming an id nobody has in flight goes to the SDK, which ignores it.
+        # "7" names the same request for the SDK (it coerces ids): a second cancel of it.
         client.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
                      "params": {"requestId": "7"}})
         # Lines are read in order: once the ping is answered, both cancels were seen.
@@ -265,11 +275,8 @@ async def test_calls_in_flight_at_end_of_input_are_answered() -> None:
     fs = MemoryFileSystem()
     store = _ParkingStore(fs)
     async with wire(_workspace("/lane-eof", store), modern=True) as client:
-        store.arm()
-        client.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
-                     "params": client.params({"name": "edit", "arguments": {
-                         "file_path": "a.txt", "old_string": "beta", "new_string": "B"}})})
-        await _parked(store)
+        await _park(client, store, 9, "edit",
+                    {"file_path": "a.txt", "old_string": "beta", "new_string": "B"})
         threading.Timer(0.2, store.release.set).start()
         rest = await client.close()
     assert [a["id"] for a in rest] == [9]
@@ -314,10 +321,7 @@ async def test_with_every_lane_thread_busy_calls_queue_and_reading_goes_on(
     fs = MemoryFileSystem()
     store = _ParkingStore(fs)
     async with wire(_workspace("/lane-busy", store), modern=False) as client:
-        store.arm()
-        client.send({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
-                     "params": {"name": "read", "arguments": {"file_path": "a.txt"}}})
-        await _parked(store)
+        await _park(client, store, "slow", "read", {"file_path": "a.txt"})
         # The one lane thread read the slow call and queued it; it still reads.
         assert "result" in await client.request("ping")
         fast = await client.call("read", {"file_path": "sub/c.py"})
