@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import threading
@@ -32,6 +33,9 @@ MODERN = "2026-07-28"
 ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
             "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+pytestmark = pytest.mark.usefixtures("lane_wakeups")  # each test with each way of waiting
 
 
 @pytest.fixture
@@ -247,6 +251,94 @@ async def test_lane_calls_overlap(modern: bool) -> None:
         store.release.set()
         slow = await client.receive()
         assert slow["id"] == "slow" and slow["result"]["isError"] is False
+        await client.close()
+
+
+@pytest.mark.anyio
+async def test_calls_sent_in_one_write_overlap() -> None:
+    """The second line of a read waits for no new input and for no end of the first
+    call: another lane thread takes it while the first call is parked."""
+    fs = MemoryFileSystem()
+    store = _ParkingStore(fs)
+    async with wire(_workspace("/lane-one-write", store), modern=False) as client:
+        store.arm()
+        lines = [{"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                  "params": {"name": "read", "arguments": {"file_path": path}}}
+                 for request_id, path in (("slow", "a.txt"), ("fast", "sub/c.py"))]
+        os.write(client._c2s_w, b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+        await _parked(store)
+        fast = await client.receive()
+        assert fast["id"] == "fast" and fast["result"]["isError"] is False
+        store.release.set()
+        slow = await client.receive()
+        assert slow["id"] == "slow" and slow["result"]["isError"] is False
+        await client.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(not hasattr(fcntl, "F_SETPIPE_SZ"), reason="sets a pipe's size (Linux)")
+async def test_calls_past_one_read_of_the_input_overlap_too() -> None:
+    """When the input holds more than one read of it takes (a pipe made larger, or a
+    socket), the calls in the rest are taken while the first one runs."""
+    fs = MemoryFileSystem()
+    store = _ParkingStore(fs)
+    async with wire(_workspace("/lane-big-read", store), modern=False) as client:
+        fcntl.fcntl(client._c2s_w, fcntl.F_SETPIPE_SZ, 1 << 20)
+        store.arm()
+        calls = [("slow", {"file_path": "a.txt"}),
+                 ("padded", {"file_path": "a.txt", "padding": "x" * 150_000}),
+                 ("fast", {"file_path": "sub/c.py"})]
+        os.write(client._c2s_w, b"".join(
+            json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                        "params": {"name": "read", "arguments": arguments}}).encode() + b"\n"
+            for request_id, arguments in calls))
+        await _parked(store)
+        answers = {a["id"]: a for a in [await client.receive(), await client.receive()]}
+        assert set(answers) == {"padded", "fast"}
+        assert answers["fast"]["result"]["isError"] is False
+        assert answers["padded"]["result"]["isError"] is True  # an unknown argument
+        store.release.set()
+        slow = await client.receive()
+        assert slow["id"] == "slow" and slow["result"]["isError"] is False
+        await client.close()
+
+
+@pytest.mark.anyio
+async def test_calls_one_after_another_keep_the_lane_threads_few() -> None:
+    """A thread runs the call it read while another waits for the next line: a client
+    that waits for each answer keeps two lane threads busy, never one per call (up to
+    the 32 the lane may start). One more starts each time a call comes in before the
+    thread that answered the last one is free again: rare, but not here, where the
+    client shares the server's interpreter, nor on a loaded machine (4 were seen with
+    three copies of this file running on two cores)."""
+    before = set(threading.enumerate())
+    async with wire(_workspace("/lane-threads"), modern=False) as client:
+        for _ in range(200):
+            answer = await client.call("read", {"file_path": "a.txt"})
+            assert answer["result"]["isError"] is False
+        lane = [t for t in set(threading.enumerate()) - before
+                if t.name.startswith("toolfs_stdio_")]
+        assert 1 <= len(lane) <= 8, lane
+        await client.close()
+
+
+@pytest.mark.anyio
+async def test_a_long_line_in_many_reads_is_one_call() -> None:
+    """A line far longer than one read of the pipe, sent in pieces, is read as one."""
+    content = "".join(f"line {i} " + "x" * 90 + "\n" for i in range(6000))  # ~600 KB
+    async with wire(_workspace("/lane-long-line"), modern=False) as client:
+        message = {"jsonrpc": "2.0", "id": "long", "method": "tools/call",
+                   "params": {"name": "write",
+                              "arguments": {"file_path": "long.txt", "content": content}}}
+        data = json.dumps(message).encode() + b"\n"
+        for start in range(0, len(data), 50_000):
+            os.write(client._c2s_w, data[start:start + 50_000])
+            await asyncio.sleep(0.005)
+        answer = await client.receive()
+        assert answer["id"] == "long" and answer["result"]["isError"] is False, answer
+        read = await client.call("read", {"file_path": "long.txt", "offset": 6000})
+        assert read["result"]["structuredContent"]["result"]["lines"] == [
+            "line 5999 " + "x" * 90]
         await client.close()
 
 

@@ -26,6 +26,8 @@ from tests.test_mcp import _ParkingStore
 from tests.test_mcp_lane import ENVELOPE, LEGACY, Wire, _parked, _workspace
 from toolfs.integrations.mcp_server import ToolfsMCP
 
+pytestmark = pytest.mark.usefixtures("lane_wakeups")  # each test with each way of waiting
+
 
 @pytest.fixture
 def anyio_backend() -> str:
@@ -343,9 +345,9 @@ async def test_a_lane_call_that_ends_after_the_serving_stopped_writes_nowhere(
     answered = threading.Event()
     answer = mcp_server._StdioLane._answer
 
-    def noted(self: Any, *args: Any) -> None:
+    def noted(self: Any, *args: Any, **kwargs: Any) -> None:
         try:
-            answer(self, *args)
+            answer(self, *args, **kwargs)
         finally:
             answered.set()
 

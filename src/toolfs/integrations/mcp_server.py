@@ -430,11 +430,19 @@ for its last writes)."""
 
 
 _LANE_THREADS = 32
+_READ_SIZE = 1 << 16
 """The most calls one stdio client has running at once (``AsyncWorkspace``'s default)."""
+_EXCLUSIVE_WAKEUPS = hasattr(select, "epoll") and hasattr(select, "EPOLLEXCLUSIVE")
+"""Whether idle lane threads can all watch the input and have the kernel wake just one of
+them per line (Linux: an epoll set per thread, the pipe added with ``EPOLLEXCLUSIVE``).
+Elsewhere one thread at a time watches, handing that on as it takes a line."""
 RequestId = int | str
 _Key = RequestId
 """A request id as the SDK correlates it (``coerce_request_id``: ``"7"`` is ``7``, as
 in the TypeScript SDK), so a cancel names the call the SDK would cancel."""
+_Job = Callable[..., None]
+"""A lane call to run: ``_StdioLane._answer`` with its request bound; ``sent=`` may
+name a callback for the moment its answer is written (or it turns out it has none)."""
 
 
 class _Wire:
@@ -504,14 +512,17 @@ class _StdioLane:
         self._loop = asyncio.get_running_loop()
         self._to_sdk: asyncio.Queue[str | None] = asyncio.Queue()
         self._buffer = bytearray()
-        self._wake_r, self._wake_w = os.pipe()
-        self._wake_open = True
+        self._scanned = 0
+        """Bytes at the start of ``_buffer`` known to hold no line end (a long line that
+        comes in many reads is scanned once)."""
         self._read_lock = threading.Lock()
         """Held by the one lane thread that reads the pipe (and classifies what it read,
         in the order the client sent it)."""
         self._eof = False
+        self._input_ended = False
+        """The pipe said end of input (a last unterminated line may still be buffered)."""
         self._in_read = threading.Lock()
-        """Held while a lane thread waits on or reads the input pipe."""
+        """Held while a lane thread waits on or reads the input pipe (one watcher)."""
         # The rest is guarded by _lock: the lane threads and the event loop share it.
         self._lock = threading.Lock()
         self._settled = threading.Condition(self._lock)
@@ -528,38 +539,80 @@ class _StdioLane:
         SDK's (it files requests by id, the newest over the older)."""
         self._threads = 0
         self._waiting = 0
+        """Lane threads free to read the next line (waiting for input, or for their turn;
+        with exclusive wakeups, every thread not running a call)."""
+        self._polling = 0
+        """Lane threads waiting for input (exclusive wakeups): the wake pipes stay open
+        until none is left."""
+        self._wake_r, self._wake_w = os.pipe()
+        """Written once, when serving stops: wakes every lane thread that waits for input."""
+        self._pipes_open = True
+        self._exclusive = _EXCLUSIVE_WAKEUPS
+        self._epolls: list[Any] = []
+        """Idle threads' epoll sets, kept for the next idle thread (exclusive wakeups)."""
+        self._more_r = self._more_w = -1
+        self._more_posted = False
+        self._drained = True
+        """The last read took less than it asked for: the input held no more then."""
+        if self._exclusive:
+            # A byte here says "a line is buffered and nobody is taking it": the lines of
+            # one read past the first, which no new input will announce.
+            self._more_r, self._more_w = os.pipe()
+            os.set_blocking(self._more_r, False)
+            os.set_blocking(self._more_w, False)
+            self._ready = select.poll()
+            self._ready.register(self._fd, select.POLLIN)
 
     def start(self) -> None:
         with self._lock:
             self._spawn()
 
     def stop(self) -> None:
-        """End serving: a lane thread still waiting for input goes (the SDK stopped
+        """End serving: every lane thread still waiting for input goes (the SDK stopped
         first), and neither pipe is touched after this returns (the caller may close
         them, and their numbers may be reused), even by a call still running."""
-        self._eof = True
-        if self._wake_open:
-            with contextlib.suppress(OSError):
-                os.write(self._wake_w, b"x")
-        if self._in_read.acquire(timeout=_SHUTDOWN_WRITE_TIMEOUT):  # woken: it is out
+        with self._lock:
+            self._eof = True
+            if self._pipes_open:
+                with contextlib.suppress(OSError):
+                    os.write(self._wake_w, b"x")
+        if self._exclusive:
+            # Once the read lock is ours, no thread reads the pipes any more (each looks
+            # at _eof first); once no thread waits for input, the wake pipes can go.
+            if self._read_lock.acquire(timeout=_SHUTDOWN_WRITE_TIMEOUT):
+                try:
+                    with self._lock:
+                        self._settled.wait_for(lambda: self._polling == 0,
+                                               timeout=_SHUTDOWN_WRITE_TIMEOUT)
+                        if self._polling == 0:
+                            self._close_pipes()
+                finally:
+                    self._read_lock.release()
+        elif self._in_read.acquire(timeout=_SHUTDOWN_WRITE_TIMEOUT):  # woken: it is out
             try:  # and no reader enters again (it finds _eof first): the wake pipe goes
-                self._close_wake_pipe()
+                with self._lock:
+                    self._close_pipes()
             finally:
                 self._in_read.release()
         self._wire.close()
 
-    def _close_wake_pipe(self) -> None:
-        """Close the wake pipe, once: closing a number twice could close another file
-        that has taken it since."""
-        if self._wake_open:
-            self._wake_open = False
-            for fd in (self._wake_r, self._wake_w):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+    def _close_pipes(self) -> None:
+        """Close the wake pipes and the idle epoll sets, once (with ``_lock`` held):
+        closing a number twice could close another file that has taken it since."""
+        if self._pipes_open:
+            self._pipes_open = False
+            for epoll in self._epolls:
+                epoll.close()
+            self._epolls.clear()
+            for fd in (self._wake_r, self._wake_w, self._more_r, self._more_w):
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
 
     def __del__(self) -> None:
         # Only when stop() could not (a reader did not leave in time): left to the end.
-        self._close_wake_pipe()
+        if getattr(self, "_pipes_open", False):
+            self._close_pipes()
 
     # -- the SDK's side: lines in, messages out -------------------------------------
 
@@ -589,11 +642,17 @@ class _StdioLane:
     def _spawn(self) -> None:
         """Start one more lane thread (with ``_lock`` held)."""
         self._threads += 1
-        threading.Thread(target=self._serve, daemon=True,
+        if self._exclusive:
+            self._waiting += 1  # free to read from now on: no other is started meanwhile
+            serve = self._serve_exclusive
+        else:
+            serve = self._serve
+        threading.Thread(target=serve, daemon=True,
                          name=f"toolfs_stdio_{self._threads}").start()
 
     def _serve(self) -> None:
-        """A lane thread: take the read lock, read one line, hand the lock on, run it."""
+        """A lane thread, one watcher at a time: take the read lock, read one line, hand
+        the lock on, run it."""
         while True:
             with self._lock:
                 self._waiting += 1
@@ -604,61 +663,239 @@ class _StdioLane:
                     return
                 line = self._next_line()
                 if line is None:
-                    self._eof = True
-                    with self._lock:  # answer what is in flight before the SDK sees the end
-                        while self._calls:
-                            self._settled.wait()
-                    self._hand_to_sdk(None)
+                    self._end_of_input()
                     return
-                try:
-                    job = self._took(line)
-                except Exception:  # a line the lane cannot classify: the SDK's to answer
-                    logger.exception("the stdio lane could not classify a line")
-                    self._hand_to_sdk(line.decode("utf-8", "replace"))
-                    job = None
-                if job is not None:
-                    with self._lock:  # someone must be there to read the next line
-                        if self._waiting == 0:
-                            if self._threads >= _LANE_THREADS:
-                                # Every lane thread is busy: queue the call on the
-                                # workspace's workers and keep reading.
-                                with contextlib.suppress(RuntimeError):  # loop closed
-                                    self._loop.call_soon_threadsafe(self._queue, job)
-                                    continue
-                            self._spawn()
+                job = self._job(line)
+                if job is not None and not self._reader_stays(job):
+                    continue  # queued: this thread reads on
             if job is not None:
                 job()
 
-    def _queue(self, job: Callable[[], None]) -> None:
+    def _serve_exclusive(self) -> None:
+        """A lane thread where every idle thread watches the input and the kernel wakes
+        one per event: a thread that takes a line runs it without waking another (the
+        others go on watching), so a call costs no hand-over between threads.
+
+        The thread counts in ``_waiting`` (free to read) from its start until it takes a
+        call, and again once the call is done; in ``_polling`` while it waits."""
+        while True:
+            with self._lock:
+                if self._eof:
+                    self._waiting -= 1
+                    self._settled.notify_all()
+                    return
+                self._polling += 1
+                epoll = self._epolls.pop() if self._epolls else None
+            try:
+                epoll = self._wait_for_input(epoll)
+            finally:
+                with self._lock:
+                    self._polling -= 1
+                    if epoll is not None:
+                        if self._pipes_open and not self._eof:
+                            self._epolls.append(epoll)
+                        else:
+                            epoll.close()
+                    self._settled.notify_all()
+            job = self._take_line()
+            if job is not None:
+                self._run_call(job)
+
+    def _run_call(self, job: _Job) -> None:
+        """Run a call on this lane thread, which is free again from the moment its answer
+        is written (a client waiting for it may send the next call at once: it must not
+        find every thread busy and make the lane start one more)."""
+        freed = False
+
+        def free() -> None:
+            nonlocal freed
+            if not freed:
+                freed = True
+                with self._lock:
+                    self._waiting += 1
+
+        try:
+            job(sent=free)
+        finally:
+            free()
+
+    def _wait_for_input(self, epoll: Any) -> Any:
+        """Wait until the input, the wake pipe or the "more" pipe is readable; the epoll
+        set to keep (``None`` if none could be made: a plain ``select`` then, which wakes
+        every waiting thread but is still correct)."""
+        if epoll is None:
+            try:
+                epoll = select.epoll()
+                try:
+                    epoll.register(self._fd, select.EPOLLIN | select.EPOLLEXCLUSIVE)
+                    epoll.register(self._more_r, select.EPOLLIN | select.EPOLLEXCLUSIVE)
+                    epoll.register(self._wake_r, select.EPOLLIN)
+                except BaseException:
+                    epoll.close()
+                    raise
+            except OSError as exc:  # out of descriptors, or an input epoll refuses
+                logger.debug("an epoll set for the stdio lane failed: %s", exc)
+                epoll = None
+        try:
+            if epoll is not None:
+                epoll.poll()
+            else:
+                select.select([self._fd, self._more_r, self._wake_r], [], [])
+        except OSError as exc:  # as a failed read: the input is over
+            logger.debug("waiting for the MCP client failed: %s", exc)
+            self._input_ended = True
+        return epoll
+
+    def _take_line(self) -> _Job | None:
+        """Under the read lock: the next line's call to run, if it is the lane's (lines
+        for the SDK are handed over on the way); ``None`` when nothing is left to take
+        now. Reads only what the pipe already holds, so the read lock is never held
+        while waiting."""
+        with self._read_lock:
+            if self._eof:
+                return None
+            if self._more_posted:
+                with contextlib.suppress(OSError):
+                    os.read(self._more_r, 64)
+                self._more_posted = False
+            while True:
+                line = self._cut_line(self._input_ended)
+                if line is None:
+                    if self._input_ended:
+                        break
+                    if not self._read_ready():
+                        return None
+                    continue
+                job = self._job(line)
+                if job is None:
+                    continue  # the SDK's: take the next line
+                with self._lock:
+                    self._waiting -= 1  # this thread is not free while it runs the call
+                if not self._reader_stays(job):
+                    with self._lock:
+                        self._waiting += 1
+                    continue  # queued: take the next line
+                if (self._cut_line_at() >= 0 or not self._drained) \
+                        and not self._more_posted:
+                    # Another whole line is buffered, or the input may hold more than
+                    # one read took (no new input will announce it): wake a thread.
+                    self._more_posted = True
+                    with contextlib.suppress(OSError):
+                        os.write(self._more_w, b"x")
+                return job
+            self._eof = True
+        self._end_of_input()
+        return None
+
+    def _read_ready(self) -> bool:
+        """Append what the input holds now to the buffer (without waiting); whether
+        anything came (the end of input counts: it is noted)."""
+        if len(self._buffer) > _LINE_LIMIT:
+            logger.error("a line from the MCP client is over %d bytes: closing", _LINE_LIMIT)
+            self._buffer.clear()
+            self._scanned = 0
+            self._input_ended = True
+            return True
+        if not self._ready.poll(0):
+            return False
+        try:
+            chunk = os.read(self._fd, _READ_SIZE)
+        except BlockingIOError:  # a pipe the client made non-blocking: no data after all
+            return False
+        except OSError as exc:
+            logger.debug("reading from the MCP client failed: %s", exc)
+            chunk = b""
+        if not chunk:
+            self._input_ended = True
+        self._drained = len(chunk) < _READ_SIZE
+        self._buffer += chunk
+        return True
+
+    def _end_of_input(self) -> None:
+        """The input ended: answer what is in flight, then let the SDK see the end, and
+        wake the threads that still wait."""
+        self._eof = True
+        with self._lock:
+            while self._calls:
+                self._settled.wait()
+            if self._pipes_open:
+                with contextlib.suppress(OSError):
+                    os.write(self._wake_w, b"x")
+        self._hand_to_sdk(None)
+
+    def _job(self, line: bytes) -> _Job | None:
+        """:meth:`_took`, a line the lane cannot classify going to the SDK."""
+        try:
+            return self._took(line)
+        except Exception:  # a line the lane cannot classify: the SDK's to answer
+            logger.exception("the stdio lane could not classify a line")
+            self._hand_to_sdk(line.decode("utf-8", "replace"))
+            return None
+
+    def _reader_stays(self, job: _Job) -> bool:
+        """Make sure a thread is free to read the next line while this one runs ``job``
+        (with the read lock held): one is waiting, or one more is started; when every
+        lane thread is busy, ``job`` is queued on the workspace's workers instead, and
+        ``False`` says this thread reads on."""
+        with self._lock:
+            if self._waiting > 0:
+                return True
+            if self._threads >= _LANE_THREADS:
+                with contextlib.suppress(RuntimeError):  # loop closed: run it here
+                    self._loop.call_soon_threadsafe(self._queue, job)
+                    return False
+                return True
+            self._spawn()
+            return True
+
+    def _queue(self, job: _Job) -> None:
         """Run ``job`` on the workspace's workers (on the event loop)."""
         try:
             self._context.submit(job)
         except RuntimeError:  # closed: the job answers that itself, from here
             threading.Thread(target=job, daemon=True).start()
 
-    def _next_line(self) -> bytes | None:
-        """The next line from the pipe (``None`` at its end; a last unterminated line
-        counts as a line).
+    def _cut_line_at(self) -> int:
+        """Index of the last byte of the buffer's first whole line (``-1``: none yet).
 
         Lines end where the SDK's transport ends them: it reads the pipe as text with
-        universal newlines, so ``\n``, ``\r\n`` and a lone ``\r`` each end one."""
+        universal newlines, so ``\\n``, ``\\r\\n`` and a lone ``\\r`` each end one; a
+        ``\\r`` that is the last byte read waits for the next byte."""
         buffer = self._buffer
-        start = 0
+        start = self._scanned
+        end = buffer.find(b"\n", start)
+        cr = buffer.find(b"\r", start, len(buffer) if end < 0 else end)
+        if cr >= 0 and cr + 1 == len(buffer):
+            end = -1  # a "\r\n" or a lone "\r": the next byte tells
+        elif cr >= 0:
+            end = cr + 1 if buffer[cr + 1] == 0x0A else cr
+        if end < 0:
+            self._scanned = len(buffer) if cr < 0 else cr
+        return end
+
+    def _cut_line(self, at_end: bool = False) -> bytes | None:
+        """The buffer's first whole line, taken out of it; at the end of input, what is
+        left counts as a last line."""
+        end = self._cut_line_at()
+        if end < 0:
+            if not at_end or not self._buffer:
+                return None
+            end = len(self._buffer) - 1
+        line = bytes(self._buffer[:end + 1])
+        del self._buffer[:end + 1]
+        self._scanned = 0
+        return line
+
+    def _next_line(self) -> bytes | None:
+        """The next line from the pipe, waiting for it (``None`` at its end; a last
+        unterminated line counts as a line)."""
         while True:
-            end = buffer.find(b"\n", start)
-            cr = buffer.find(b"\r", start, len(buffer) if end < 0 else end)
-            if cr >= 0 and cr + 1 == len(buffer):
-                end = -1  # a "\r\n" or a lone "\r": the next byte tells
-            elif cr >= 0:
-                end = cr + 1 if buffer[cr + 1] == 0x0A else cr
-            if end >= 0:
-                line = bytes(buffer[:end + 1])
-                del buffer[:end + 1]
+            line = self._cut_line()
+            if line is not None:
                 return line
-            if len(buffer) > _LINE_LIMIT:
+            if len(self._buffer) > _LINE_LIMIT:
                 logger.error("a line from the MCP client is over %d bytes: closing", _LINE_LIMIT)
                 return None
-            start = len(buffer) if cr < 0 else cr
             try:
                 with self._in_read:
                     if self._eof:
@@ -666,21 +903,17 @@ class _StdioLane:
                     ready, _, _ = select.select([self._fd, self._wake_r], [], [])
                     if self._wake_r in ready:
                         return None  # stopped
-                    chunk = os.read(self._fd, 1 << 16)
+                    chunk = os.read(self._fd, _READ_SIZE)
             except BlockingIOError:  # a pipe the client made non-blocking: no data yet
                 continue
             except OSError as exc:
                 logger.debug("reading from the MCP client failed: %s", exc)
                 chunk = b""
             if not chunk:
-                if not buffer:
-                    return None
-                line = bytes(buffer)
-                buffer.clear()
-                return line
-            buffer += chunk
+                return self._cut_line(at_end=True)
+            self._buffer += chunk
 
-    def _took(self, line: bytes) -> Callable[[], None] | None:
+    def _took(self, line: bytes) -> _Job | None:
         """The call to run for this line if the lane answers it; else the line went to
         the SDK (or was a cancellation the lane applied). Runs under the read lock, so
         lines are classified in the order the client sent them."""
@@ -798,9 +1031,9 @@ class _StdioLane:
         return params["name"], arguments if arguments is not None else {}, version
 
     def _answer(self, key: _Key, request_id: RequestId, tool: str, arguments: dict[str, Any],
-                version: str) -> None:
+                version: str, sent: Callable[[], None] | None = None) -> None:
         """Run a call and write its answer (on the lane thread that read it, or on a
-        workspace worker when every lane thread was busy)."""
+        workspace worker when every lane thread was busy); then ``sent()``, if given."""
         try:
             with self._lock:
                 if key in self._cancelled:
@@ -817,6 +1050,8 @@ class _StdioLane:
                     return  # the client cancelled it: never answered (as the SDK does)
                 self._answering.add(key)
             self._wire.send(data)
+            if sent is not None:
+                sent()
         finally:
             with self._lock:
                 self._calls.discard(key)
