@@ -86,3 +86,32 @@ def test_read_text_cut_at_the_budget_keeps_whole_numbered_lines(budget: int) -> 
 
 def test_whole_small_file_has_no_footer() -> None:
     assert render_read(_result(1, ["a", "", "b"], 3)) == "     1\ta\n     2\t\n     3\tb"
+
+
+def _by_definition(r: ReadResult, budget: int) -> str:
+    """The read's text with the numbered body built line by line (the reference)."""
+    rows = _reference_fit(r.start_line, r.lines, _Limits(budget), budget)
+    if len(rows) == len(r.lines) and len("\n".join(rows)) <= budget:
+        text = render_read(r, budget)
+        assert text.split("\n\n")[0] == "\n".join(rows)
+        return text
+    rows = _reference_fit(r.start_line, r.lines, _Limits(budget), budget - _FOOTER_ROOM)
+    return "\n".join(rows)
+
+
+@pytest.mark.parametrize("size", ["exact", "understated", "overstated"])
+def test_a_read_that_just_fits_or_just_does_not_is_cut_by_its_lines(size: str) -> None:
+    """The file's size bounds the characters of its lines, so a read the size says fits
+    is not measured line by line; a size that is wrong (a hand-made result) still gives
+    a text within the budget, cut at the same line as the true one."""
+    lines = [f"{i:04d} " + "w" * (i % 37) for i in range(400)]
+    exact = sum(map(len, lines)) + len(lines)
+    whole = len(_numbered_lines(1, lines))
+    for budget in (whole - 1, whole, whole + 1, whole + 400, whole - 50):
+        r = _result(1, lines, 400)
+        r = r.model_copy(update={"size": {"exact": exact, "understated": 1,
+                                          "overstated": 10 * exact}[size]})
+        text = render_read(r, budget)
+        assert len(text) <= budget
+        body = text.split("\n\n")[0]
+        assert body == _by_definition(r, budget).split("\n\n")[0]
