@@ -56,7 +56,7 @@ def test_bench_window() -> None:
 
 def test_bench_mcp() -> None:
     # The first run may install the reference server with npm.
-    done = run("bench_mcp.py", timeout=400)
+    done = run("bench_mcp.py", "--rounds", "2", timeout=400)
     if done.returncode == EXIT_SKIP:
         reason = (done.stdout.strip() or done.stderr.strip())[-500:]
         print(reason)
@@ -64,6 +64,7 @@ def test_bench_mcp() -> None:
     assert_table(done)
     assert "edit correctness case" in done.stdout
     assert "Where the time goes" in done.stdout, done.stdout
+    assert "2 rounds, each with freshly started servers" in done.stdout, done.stdout
 
 
 def test_bench_requests() -> None:
