@@ -67,6 +67,14 @@ def test_bench_mcp() -> None:
     assert "2 rounds, each with freshly started servers" in done.stdout, done.stdout
 
 
+def test_bench_mcp_builds() -> None:
+    # Without --base the build is compared with itself, both clients.
+    done = run("bench_mcp_builds.py", timeout=200)
+    assert_table(done)
+    for row in ("| read (SDK client)", "| edit (bare client)"):
+        assert row in done.stdout, done.stdout
+
+
 def test_bench_requests() -> None:
     done = run("bench_requests.py")
     assert_table(done)
