@@ -248,10 +248,23 @@ async def test_lane_calls_overlap(modern: bool) -> None:
         await _park(client, store, "slow", "read", {"file_path": "a.txt"})
         fast = await client.call("read", {"file_path": "sub/c.py"})
         assert fast["result"]["isError"] is False
-        store.release.set()
-        slow = await client.receive()
-        assert slow["id"] == "slow" and slow["result"]["isError"] is False
+        await _release_slow(client, store)
         await client.close()
+
+
+def _write_reads(client: Wire, reads: list[tuple[str, dict[str, Any]]]) -> None:
+    """Send ``read`` calls (id, arguments) in one write."""
+    os.write(client._c2s_w, b"".join(
+        json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                    "params": {"name": "read", "arguments": arguments}}).encode() + b"\n"
+        for request_id, arguments in reads))
+
+
+async def _release_slow(client: Wire, store: _ParkingStore) -> None:
+    """Let the parked call ``slow`` go on: it is answered too."""
+    store.release.set()
+    slow = await client.receive()
+    assert slow["id"] == "slow" and slow["result"]["isError"] is False
 
 
 @pytest.mark.anyio
@@ -262,16 +275,12 @@ async def test_calls_sent_in_one_write_overlap() -> None:
     store = _ParkingStore(fs)
     async with wire(_workspace("/lane-one-write", store), modern=False) as client:
         store.arm()
-        lines = [{"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-                  "params": {"name": "read", "arguments": {"file_path": path}}}
-                 for request_id, path in (("slow", "a.txt"), ("fast", "sub/c.py"))]
-        os.write(client._c2s_w, b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+        _write_reads(client, [("slow", {"file_path": "a.txt"}),
+                              ("fast", {"file_path": "sub/c.py"})])
         await _parked(store)
         fast = await client.receive()
         assert fast["id"] == "fast" and fast["result"]["isError"] is False
-        store.release.set()
-        slow = await client.receive()
-        assert slow["id"] == "slow" and slow["result"]["isError"] is False
+        await _release_slow(client, store)
         await client.close()
 
 
@@ -285,21 +294,15 @@ async def test_calls_past_one_read_of_the_input_overlap_too() -> None:
     async with wire(_workspace("/lane-big-read", store), modern=False) as client:
         fcntl.fcntl(client._c2s_w, fcntl.F_SETPIPE_SZ, 1 << 20)
         store.arm()
-        calls = [("slow", {"file_path": "a.txt"}),
-                 ("padded", {"file_path": "a.txt", "padding": "x" * 150_000}),
-                 ("fast", {"file_path": "sub/c.py"})]
-        os.write(client._c2s_w, b"".join(
-            json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-                        "params": {"name": "read", "arguments": arguments}}).encode() + b"\n"
-            for request_id, arguments in calls))
+        _write_reads(client, [("slow", {"file_path": "a.txt"}),
+                              ("padded", {"file_path": "a.txt", "padding": "x" * 150_000}),
+                              ("fast", {"file_path": "sub/c.py"})])
         await _parked(store)
         answers = {a["id"]: a for a in [await client.receive(), await client.receive()]}
         assert set(answers) == {"padded", "fast"}
         assert answers["fast"]["result"]["isError"] is False
         assert answers["padded"]["result"]["isError"] is True  # an unknown argument
-        store.release.set()
-        slow = await client.receive()
-        assert slow["id"] == "slow" and slow["result"]["isError"] is False
+        await _release_slow(client, store)
         await client.close()
 
 
