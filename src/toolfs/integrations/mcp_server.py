@@ -430,8 +430,9 @@ for its last writes)."""
 
 
 _LANE_THREADS = 32
-_READ_SIZE = 1 << 16
 """The most calls one stdio client has running at once (``AsyncWorkspace``'s default)."""
+_READ_SIZE = 1 << 16
+"""Bytes a lane thread asks of the input pipe at a time (a pipe holds 64 KiB by default)."""
 _EXCLUSIVE_WAKEUPS = hasattr(select, "epoll") and hasattr(select, "EPOLLEXCLUSIVE")
 """Whether idle lane threads can all watch the input and have the kernel wake just one of
 them per line (Linux: an epoll set per thread, the pipe added with ``EPOLLEXCLUSIVE``).
@@ -545,7 +546,8 @@ class _StdioLane:
         """Lane threads waiting for input (exclusive wakeups): the wake pipes stay open
         until none is left."""
         self._wake_r, self._wake_w = os.pipe()
-        """Written once, when serving stops: wakes every lane thread that waits for input."""
+        """Written when the input ends and when serving stops: wakes every lane thread
+        that waits for input."""
         self._pipes_open = True
         self._exclusive = _EXCLUSIVE_WAKEUPS
         self._epolls: list[Any] = []
