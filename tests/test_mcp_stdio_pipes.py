@@ -1,8 +1,8 @@
-"""``toolfs serve`` over stdio pipes: served by the event loop, the wire kept clean.
+"""``toolfs serve`` over stdio pipes: served by the stdio lane, the wire kept clean.
 
-When stdin and stdout are pipes (as an MCP client spawns a server) the server reads and
-writes them on its event loop instead of the SDK's worker threads. What must hold, as
-with the SDK's own transport: a message longer than asyncio's default 64 KiB line limit
+When stdin and stdout are pipes (as an MCP client spawns a server) the server's lane
+threads read and write them instead of the SDK's transport (see ``_StdioLane``). What must
+hold, as with the SDK's own transport: a message longer than asyncio's default 64 KiB line limit
 gets through; output printed by code inside the server (a subscriber here) goes to
 stderr, never onto the JSON-RPC wire; and the session ends cleanly when the client
 closes.
