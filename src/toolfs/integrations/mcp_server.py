@@ -522,7 +522,8 @@ class _StdioLane:
         self._input_ended = False
         """The pipe said end of input (a last unterminated line may still be buffered)."""
         self._in_read = threading.Lock()
-        """Held while a lane thread waits on or reads the input pipe (one watcher)."""
+        """Held while a lane thread waits on or reads the input pipe (one watcher), or
+        reads it (exclusive wakeups)."""
         # The rest is guarded by _lock: the lane threads and the event loop share it.
         self._lock = threading.Lock()
         self._settled = threading.Condition(self._lock)
@@ -577,6 +578,11 @@ class _StdioLane:
                 with contextlib.suppress(OSError):
                     os.write(self._wake_w, b"x")
         if self._exclusive:
+            # Once _in_read has been ours, no thread reads the input any more (each looks
+            # at _eof under it first), even one that was still classifying a line when
+            # the read lock below could not be had in time.
+            if self._in_read.acquire(timeout=_SHUTDOWN_WRITE_TIMEOUT):
+                self._in_read.release()
             # Once the read lock is ours, no thread reads the pipes any more (each looks
             # at _eof first); once no thread waits for input, the wake pipes can go.
             if self._read_lock.acquire(timeout=_SHUTDOWN_WRITE_TIMEOUT):
@@ -759,6 +765,8 @@ class _StdioLane:
                     os.read(self._more_r, 64)
                 self._more_posted = False
             while True:
+                if self._eof:
+                    return None  # serving stopped while a line was classified: no more
                 line = self._cut_line(self._input_ended)
                 if line is None:
                     if self._input_ended:
@@ -796,15 +804,16 @@ class _StdioLane:
             self._scanned = 0
             self._input_ended = True
             return True
-        if not self._ready.poll(0):
-            return False
-        try:
-            chunk = os.read(self._fd, _READ_SIZE)
-        except BlockingIOError:  # a pipe the client made non-blocking: no data after all
-            return False
-        except OSError as exc:
-            logger.debug("reading from the MCP client failed: %s", exc)
-            chunk = b""
+        with self._in_read:  # stop() waits for it: the input is not read once it returns
+            if self._eof or not self._ready.poll(0):
+                return False
+            try:
+                chunk = os.read(self._fd, _READ_SIZE)
+            except BlockingIOError:  # a pipe the client made non-blocking: no data after all
+                return False
+            except OSError as exc:
+                logger.debug("reading from the MCP client failed: %s", exc)
+                chunk = b""
         if not chunk:
             self._input_ended = True
         self._drained = len(chunk) < _READ_SIZE
