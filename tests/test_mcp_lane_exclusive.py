@@ -5,9 +5,12 @@ lane threads wait for input (one watcher, or every idle thread with exclusive wa
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import json
 import os
 import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -22,6 +25,21 @@ pytestmark = pytest.mark.usefixtures("lane_wakeups")  # each test with each way 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@contextlib.asynccontextmanager
+async def _wire_at(server: ToolfsMCP) -> AsyncIterator[Wire]:
+    """An opened handshake-era :class:`Wire` on ``server``, closed at the end if the
+    test did not close it."""
+    client = Wire(server, False)
+    await client.start()
+    try:
+        await client.open()
+        yield client
+    finally:
+        if not client.closed:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.close(), 2)
 
 
 def _lane_threads() -> list[threading.Thread]:
@@ -73,3 +91,66 @@ async def test_a_line_classified_while_serving_stops_reads_no_input_after(
             os.close(fd)
         for transport in client._transports:
             transport.close()
+
+
+@pytest.fixture
+def _low_descriptors_taken() -> Any:
+    """Every descriptor number below 1024 in use, so the pipes opened next (the client's
+    and the lane's) get numbers that ``select`` cannot watch (its FD_SETSIZE)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        if hard != resource.RLIM_INFINITY and hard < 1200:
+            pytest.skip("needs 1200 descriptors")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    null = os.open(os.devnull, os.O_RDONLY)
+    taken = [null]
+    try:
+        while taken[-1] < 1024:
+            taken.append(os.dup(null))
+        os.close(taken.pop())  # the first number past 1024 stays free
+        yield
+    finally:
+        for fd in taken:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("_low_descriptors_taken")
+async def test_pipes_numbered_past_what_select_can_watch_are_served(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A process with many files open (the case where an epoll set cannot be made,
+    # too): the lane still waits for its input, whatever the numbers of its pipes.
+    import select
+
+    def no_epoll() -> Any:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(select, "epoll", no_epoll)
+    async with _wire_at(ToolfsMCP(_workspace("/high-fds"))) as client:
+        assert client._c2s_r >= 1024
+        for _ in range(3):
+            answer = await client.call("read", {"file_path": "a.txt"})
+            assert answer["result"]["isError"] is False
+        assert await client.close() == []
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(not hasattr(fcntl, "F_SETPIPE_SZ"), reason="sets a pipe's size (Linux)")
+@pytest.mark.usefixtures("_low_descriptors_taken")
+async def test_an_answer_to_a_full_non_blocking_pipe_numbered_past_select_is_written(
+        ) -> None:
+    # The client made its end of the answers non-blocking and the pipe is small: the
+    # answer is written in pieces, waiting for room between them, whatever its number.
+    workspace = _workspace("/high-fds-write")
+    workspace.write("big.txt", "".join(f"l{i:05d} " + "y" * 150 + "\n" for i in range(3000)))
+    async with _wire_at(ToolfsMCP(workspace)) as client:
+        assert client._s2c_w >= 1024
+        fcntl.fcntl(client._s2c_w, fcntl.F_SETPIPE_SZ, 4096)
+        os.set_blocking(client._s2c_w, False)
+        answer = await client.call("read", {"file_path": "big.txt"})
+        assert answer["result"]["isError"] is False
+        assert len(json.dumps(answer)) > 16 * 4096
+        assert await client.close() == []

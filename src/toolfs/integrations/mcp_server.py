@@ -445,6 +445,20 @@ _Job = Callable[..., None]
 name a callback for the moment its answer is written (or it turns out it has none)."""
 
 
+def _wait_ready(fds: list[int], *, writable: bool = False) -> list[int]:
+    """Wait until one of ``fds`` is readable (or ``writable``); the ones that are.
+
+    ``poll`` where there is one: ``select`` cannot watch a descriptor numbered past its
+    FD_SETSIZE (1024), which a process with many files open gives to new pipes."""
+    if not hasattr(select, "poll"):
+        ready = select.select([] if writable else fds, fds if writable else [], [])
+        return ready[1] if writable else ready[0]
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLOUT if writable else select.POLLIN)
+    return [fd for fd, _ in poller.poll()]
+
+
 class _Wire:
     """The pipe to the client, written one whole message at a time from any thread.
 
@@ -468,7 +482,7 @@ class _Wire:
                     try:
                         view = view[os.write(self._fd, view):]
                     except BlockingIOError:  # a pipe the client made non-blocking: full
-                        select.select([], [self._fd], [])
+                        _wait_ready([self._fd], writable=True)
             except OSError as exc:  # the client closed its end: nobody reads any more
                 self._broken = True
                 logger.debug("the MCP client closed the wire: %s", exc)
@@ -727,7 +741,7 @@ class _StdioLane:
 
     def _wait_for_input(self, epoll: Any) -> Any:
         """Wait until the input, the wake pipe or the "more" pipe is readable; the epoll
-        set to keep (``None`` if none could be made: a plain ``select`` then, which wakes
+        set to keep (``None`` if none could be made: a plain ``poll`` then, which wakes
         every waiting thread but is still correct)."""
         if epoll is None:
             try:
@@ -746,7 +760,7 @@ class _StdioLane:
             if epoll is not None:
                 epoll.poll()
             else:
-                select.select([self._fd, self._more_r, self._wake_r], [], [])
+                _wait_ready([self._fd, self._more_r, self._wake_r])
         except OSError as exc:  # as a failed read: the input is over
             logger.debug("waiting for the MCP client failed: %s", exc)
             self._input_ended = True
@@ -909,7 +923,7 @@ class _StdioLane:
                 with self._in_read:
                     if self._eof:
                         return None  # stopped
-                    ready, _, _ = select.select([self._fd, self._wake_r], [], [])
+                    ready = _wait_ready([self._fd, self._wake_r])
                     if self._wake_r in ready:
                         return None  # stopped
                     chunk = os.read(self._fd, _READ_SIZE)
