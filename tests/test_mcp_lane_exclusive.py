@@ -156,3 +156,51 @@ async def test_an_answer_to_a_full_non_blocking_pipe_numbered_past_select_is_wri
         assert answer["result"]["isError"] is False
         assert len(json.dumps(answer)) > 16 * 4096
         assert await client.close() == []
+
+
+@pytest.mark.anyio
+async def test_an_answer_waiting_for_room_when_serving_stops_writes_nowhere_after(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    # The client made its end of the answers non-blocking, then stopped reading: a big
+    # answer waits for room in the full pipe. Serving stops (the wait for that write is
+    # bounded, made short here); when room comes, the rest of the answer must not go to
+    # the file that has taken the wire's descriptor number since.
+    monkeypatch.setattr(mcp_server, "_SHUTDOWN_WRITE_TIMEOUT", 0.05)
+    waiting_for_room = threading.Event()
+    wait_ready = mcp_server._wait_ready
+
+    def noted_wait(fds: list[int], *, writable: bool = False) -> list[int]:
+        if writable:
+            waiting_for_room.set()
+        return wait_ready(fds, writable=writable)
+
+    monkeypatch.setattr(mcp_server, "_wait_ready", noted_wait)
+    workspace = _workspace("/stop-writing")
+    workspace.write("big.txt", "".join(f"l{i:05d} " + "y" * 150 + "\n" for i in range(3000)))
+    before = set(threading.enumerate())
+    client = Wire(ToolfsMCP(workspace), False)
+    await client.start()
+    await client.open()
+    os.set_blocking(client._s2c_w, False)
+    client._transports[0].pause_reading()  # type: ignore[attr-defined]
+    client.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                 "params": {"name": "read", "arguments": {"file_path": "big.txt"}}})
+    assert await asyncio.to_thread(waiting_for_room.wait, 10)
+    client._serving.cancel()
+    with pytest.raises(BaseException):  # noqa: B017 (cancelled, as the SDK's groups end)
+        await client._serving
+    victim = tmp_path / "victim.txt"
+    opened = os.open(victim, os.O_WRONLY | os.O_CREAT)
+    os.dup2(opened, client._s2c_w)  # another file under the wire's old number
+    os.close(opened)
+    try:
+        client._transports[0].resume_reading()  # type: ignore[attr-defined]
+        for thread in set(_lane_threads()) - before:
+            await asyncio.to_thread(thread.join, 10)
+            assert not thread.is_alive()
+    finally:
+        for fd in (client._c2s_w, client._c2s_r, client._s2c_w):
+            os.close(fd)
+        for transport in client._transports:
+            transport.close()
+    assert victim.read_bytes() == b""

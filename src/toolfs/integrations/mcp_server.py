@@ -478,7 +478,9 @@ class _Wire:
                 return
             view = memoryview(data)
             try:
-                while view:
+                # A close() that could not wait any longer for this write leaves it
+                # as it is: the descriptor may be another file's by the next piece.
+                while view and not self._broken:
                     try:
                         view = view[os.write(self._fd, view):]
                     except BlockingIOError:  # a pipe the client made non-blocking: full
