@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from fsspec.implementations.memory import MemoryFileSystem
 
 from tests.test_mcp_lane import Wire, _workspace
 from toolfs.integrations import mcp_server
@@ -204,3 +205,34 @@ async def test_an_answer_waiting_for_room_when_serving_stops_writes_nowhere_afte
         for transport in client._transports:
             transport.close()
     assert victim.read_bytes() == b""
+
+
+class _NoMoreLaneThreads(threading.Thread):
+    """A thread that cannot be started when it would be a lane thread (a process at its
+    limit of threads: ``start`` raises ``RuntimeError``)."""
+
+    def start(self) -> None:
+        if self.name.startswith("toolfs_stdio_"):
+            raise RuntimeError("can't start new thread")
+        super().start()
+
+
+@pytest.mark.anyio
+async def test_when_no_lane_thread_can_be_started_calls_queue_and_reading_goes_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.test_mcp import _ParkingStore
+    from tests.test_mcp_lane import _parked
+
+    store = _ParkingStore(MemoryFileSystem())
+    async with _wire_at(ToolfsMCP(_workspace("/no-threads", store))) as client:
+        monkeypatch.setattr(threading, "Thread", _NoMoreLaneThreads)
+        store.arm()
+        client.send({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+                     "params": {"name": "read", "arguments": {"file_path": "a.txt"}}})
+        await _parked(store)
+        fast = await client.call("read", {"file_path": "sub/c.py"})
+        assert fast["result"]["isError"] is False
+        store.release.set()
+        slow = await client.receive()
+        assert slow["id"] == "slow" and slow["result"]["isError"] is False
+        assert await client.close() == []

@@ -662,15 +662,14 @@ class _StdioLane:
     # -- the lane threads -----------------------------------------------------------
 
     def _spawn(self) -> None:
-        """Start one more lane thread (with ``_lock`` held)."""
+        """Start one more lane thread (with ``_lock`` held, which the thread waits for
+        before it does anything); ``RuntimeError`` if none can be started."""
+        serve = self._serve_exclusive if self._exclusive else self._serve
+        threading.Thread(target=serve, daemon=True,
+                         name=f"toolfs_stdio_{self._threads + 1}").start()
         self._threads += 1
         if self._exclusive:
             self._waiting += 1  # free to read from now on: no other is started meanwhile
-            serve = self._serve_exclusive
-        else:
-            serve = self._serve
-        threading.Thread(target=serve, daemon=True,
-                         name=f"toolfs_stdio_{self._threads}").start()
 
     def _serve(self) -> None:
         """A lane thread, one watcher at a time: take the read lock, read one line, hand
@@ -860,17 +859,20 @@ class _StdioLane:
     def _reader_stays(self, job: _Job) -> bool:
         """Make sure a thread is free to read the next line while this one runs ``job``
         (with the read lock held): one is waiting, or one more is started; when every
-        lane thread is busy, ``job`` is queued on the workspace's workers instead, and
-        ``False`` says this thread reads on."""
+        lane thread is busy (or no more can be started), ``job`` is queued on the
+        workspace's workers instead, and ``False`` says this thread reads on."""
         with self._lock:
             if self._waiting > 0:
                 return True
-            if self._threads >= _LANE_THREADS:
-                with contextlib.suppress(RuntimeError):  # loop closed: run it here
-                    self._loop.call_soon_threadsafe(self._queue, job)
-                    return False
-                return True
-            self._spawn()
+            if self._threads < _LANE_THREADS:
+                try:
+                    self._spawn()
+                    return True
+                except RuntimeError as exc:  # the process is out of threads: as if busy
+                    logger.warning("the stdio lane could not start a thread: %s", exc)
+            with contextlib.suppress(RuntimeError):  # loop closed: run it here
+                self._loop.call_soon_threadsafe(self._queue, job)
+                return False
             return True
 
     def _queue(self, job: _Job) -> None:
