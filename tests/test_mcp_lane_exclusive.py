@@ -66,6 +66,8 @@ async def test_a_line_classified_while_serving_stops_reads_no_input_after(
 
     monkeypatch.setattr(mcp_server._StdioLane, "_took", held_took)
     before = set(threading.enumerate())
+    gc.collect()  # no earlier test's lane closes its pipes meanwhile
+    descriptors = len(os.listdir("/proc/self/fd"))
     client = Wire(ToolfsMCP(_workspace("/stop-classifying")), False)
     await client.start()
     await client.open()
@@ -93,6 +95,9 @@ async def test_a_line_classified_while_serving_stops_reads_no_input_after(
             os.close(fd)
         for transport in client._transports:
             transport.close()
+    # The lane's own pipes went with its last thread (stop could not close them).
+    await asyncio.sleep(0)  # the transports' descriptors close on the next loop turn
+    assert len(os.listdir("/proc/self/fd")) == descriptors
 
 
 @pytest.fixture

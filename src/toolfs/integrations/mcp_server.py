@@ -704,6 +704,14 @@ class _StdioLane:
                 if self._eof:
                     self._waiting -= 1
                     self._settled.notify_all()
+                    # Past the end nobody waits for input again: if stop() could not
+                    # wait for a thread that held the read lock, a thread that leaves
+                    # while none waits or reads closes the wake pipes.
+                    if self._polling == 0 and self._read_lock.acquire(blocking=False):
+                        try:
+                            self._close_pipes()
+                        finally:
+                            self._read_lock.release()
                     return
                 self._polling += 1
                 epoll = self._epolls.pop() if self._epolls else None
