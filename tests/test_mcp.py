@@ -466,14 +466,18 @@ class _ParkingStore(MemoryStore):
     def __init__(self, fs: Any) -> None:
         super().__init__(fs)
         self.armed = False
+        self.only: str | None = None
         self.parked, self.release = threading.Event(), threading.Event()
 
-    def arm(self) -> None:
+    def arm(self, only: str | None = None) -> None:
+        """Park the next ``get`` (with ``only``: the next of a path ending in it, so a
+        call sent at the same time that reads another file cannot take its place)."""
+        self.only = only
         self.armed = True
 
     def get(self, path: str, **kw: Any) -> Any:
         blob = super().get(path, **kw)
-        if self.armed:
+        if self.armed and (self.only is None or path.endswith(self.only)):
             self.armed = False
             self.parked.set()
             assert self.release.wait(30), "never released"

@@ -274,7 +274,7 @@ async def test_calls_sent_in_one_write_overlap() -> None:
     fs = MemoryFileSystem()
     store = _ParkingStore(fs)
     async with wire(_workspace("/lane-one-write", store), modern=False) as client:
-        store.arm()
+        store.arm(only="/a.txt")  # not the other calls' file
         _write_reads(client, [("slow", {"file_path": "a.txt"}),
                               ("fast", {"file_path": "sub/c.py"})])
         await _parked(store)
@@ -293,7 +293,7 @@ async def test_calls_past_one_read_of_the_input_overlap_too() -> None:
     store = _ParkingStore(fs)
     async with wire(_workspace("/lane-big-read", store), modern=False) as client:
         fcntl.fcntl(client._c2s_w, fcntl.F_SETPIPE_SZ, 1 << 20)
-        store.arm()
+        store.arm(only="/a.txt")  # not the other calls' file
         _write_reads(client, [("slow", {"file_path": "a.txt"}),
                               ("padded", {"file_path": "a.txt", "padding": "x" * 150_000}),
                               ("fast", {"file_path": "sub/c.py"})])

@@ -446,6 +446,20 @@ _Job = Callable[..., None]
 name a callback for the moment its answer is written (or it turns out it has none)."""
 
 
+def _wait_ready(fds: list[int], *, writable: bool = False) -> list[int]:
+    """Wait until one of ``fds`` is readable (or ``writable``); the ones that are.
+
+    ``poll`` where there is one: ``select`` cannot watch a descriptor numbered past its
+    FD_SETSIZE (1024), which a process with many files open gives to new pipes."""
+    if not hasattr(select, "poll"):
+        ready = select.select([] if writable else fds, fds if writable else [], [])
+        return ready[1] if writable else ready[0]
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLOUT if writable else select.POLLIN)
+    return [fd for fd, _ in poller.poll()]
+
+
 class _Wire:
     """The pipe to the client, written one whole message at a time from any thread.
 
@@ -465,11 +479,13 @@ class _Wire:
                 return
             view = memoryview(data)
             try:
-                while view:
+                # A close() that could not wait any longer for this write leaves it
+                # as it is: the descriptor may be another file's by the next piece.
+                while view and not self._broken:
                     try:
                         view = view[os.write(self._fd, view):]
                     except BlockingIOError:  # a pipe the client made non-blocking: full
-                        select.select([], [self._fd], [])
+                        _wait_ready([self._fd], writable=True)
             except OSError as exc:  # the client closed its end: nobody reads any more
                 self._broken = True
                 logger.debug("the MCP client closed the wire: %s", exc)
@@ -523,7 +539,8 @@ class _StdioLane:
         self._input_ended = False
         """The pipe said end of input (a last unterminated line may still be buffered)."""
         self._in_read = threading.Lock()
-        """Held while a lane thread waits on or reads the input pipe (one watcher)."""
+        """Held while a lane thread waits on or reads the input pipe (one watcher), or
+        reads it (exclusive wakeups)."""
         # The rest is guarded by _lock: the lane threads and the event loop share it.
         self._lock = threading.Lock()
         self._settled = threading.Condition(self._lock)
@@ -579,6 +596,11 @@ class _StdioLane:
                 with contextlib.suppress(OSError):
                     os.write(self._wake_w, b"x")
         if self._exclusive:
+            # Once _in_read has been ours, no thread reads the input any more (each looks
+            # at _eof under it first), even one that was still classifying a line when
+            # the read lock below could not be had in time.
+            if self._in_read.acquire(timeout=_SHUTDOWN_WRITE_TIMEOUT):
+                self._in_read.release()
             # Once the read lock is ours, no thread reads the pipes any more (each looks
             # at _eof first); once no thread waits for input, the wake pipes can go.
             if self._read_lock.acquire(timeout=_SHUTDOWN_WRITE_TIMEOUT):
@@ -642,15 +664,14 @@ class _StdioLane:
     # -- the lane threads -----------------------------------------------------------
 
     def _spawn(self) -> None:
-        """Start one more lane thread (with ``_lock`` held)."""
+        """Start one more lane thread (with ``_lock`` held, which the thread waits for
+        before it does anything); ``RuntimeError`` if none can be started."""
+        serve = self._serve_exclusive if self._exclusive else self._serve
+        threading.Thread(target=serve, daemon=True,
+                         name=f"toolfs_stdio_{self._threads + 1}").start()
         self._threads += 1
         if self._exclusive:
             self._waiting += 1  # free to read from now on: no other is started meanwhile
-            serve = self._serve_exclusive
-        else:
-            serve = self._serve
-        threading.Thread(target=serve, daemon=True,
-                         name=f"toolfs_stdio_{self._threads}").start()
 
     def _serve(self) -> None:
         """A lane thread, one watcher at a time: take the read lock, read one line, hand
@@ -685,6 +706,14 @@ class _StdioLane:
                 if self._eof:
                     self._waiting -= 1
                     self._settled.notify_all()
+                    # Past the end nobody waits for input again: if stop() could not
+                    # wait for a thread that held the read lock, a thread that leaves
+                    # while none waits or reads closes the wake pipes.
+                    if self._polling == 0 and self._read_lock.acquire(blocking=False):
+                        try:
+                            self._close_pipes()
+                        finally:
+                            self._read_lock.release()
                     return
                 self._polling += 1
                 epoll = self._epolls.pop() if self._epolls else None
@@ -723,7 +752,7 @@ class _StdioLane:
 
     def _wait_for_input(self, epoll: Any) -> Any:
         """Wait until the input, the wake pipe or the "more" pipe is readable; the epoll
-        set to keep (``None`` if none could be made: a plain ``select`` then, which wakes
+        set to keep (``None`` if none could be made: a plain ``poll`` then, which wakes
         every waiting thread but is still correct)."""
         if epoll is None:
             try:
@@ -742,7 +771,7 @@ class _StdioLane:
             if epoll is not None:
                 epoll.poll()
             else:
-                select.select([self._fd, self._more_r, self._wake_r], [], [])
+                _wait_ready([self._fd, self._more_r, self._wake_r])
         except OSError as exc:  # as a failed read: the input is over
             logger.debug("waiting for the MCP client failed: %s", exc)
             self._input_ended = True
@@ -761,6 +790,8 @@ class _StdioLane:
                     os.read(self._more_r, 64)
                 self._more_posted = False
             while True:
+                if self._eof:
+                    return None  # serving stopped while a line was classified: no more
                 line = self._cut_line(self._input_ended)
                 if line is None:
                     if self._input_ended:
@@ -798,15 +829,16 @@ class _StdioLane:
             self._scanned = 0
             self._input_ended = True
             return True
-        if not self._ready.poll(0):
-            return False
-        try:
-            chunk = os.read(self._fd, _READ_SIZE)
-        except BlockingIOError:  # a pipe the client made non-blocking: no data after all
-            return False
-        except OSError as exc:
-            logger.debug("reading from the MCP client failed: %s", exc)
-            chunk = b""
+        with self._in_read:  # stop() waits for it: the input is not read once it returns
+            if self._eof or not self._ready.poll(0):
+                return False
+            try:
+                chunk = os.read(self._fd, _READ_SIZE)
+            except BlockingIOError:  # a pipe the client made non-blocking: no data after all
+                return False
+            except OSError as exc:
+                logger.debug("reading from the MCP client failed: %s", exc)
+                chunk = b""
         if not chunk:
             self._input_ended = True
         self._drained = len(chunk) < _READ_SIZE
@@ -837,17 +869,20 @@ class _StdioLane:
     def _reader_stays(self, job: _Job) -> bool:
         """Make sure a thread is free to read the next line while this one runs ``job``
         (with the read lock held): one is waiting, or one more is started; when every
-        lane thread is busy, ``job`` is queued on the workspace's workers instead, and
-        ``False`` says this thread reads on."""
+        lane thread is busy (or no more can be started), ``job`` is queued on the
+        workspace's workers instead, and ``False`` says this thread reads on."""
         with self._lock:
             if self._waiting > 0:
                 return True
-            if self._threads >= _LANE_THREADS:
-                with contextlib.suppress(RuntimeError):  # loop closed: run it here
-                    self._loop.call_soon_threadsafe(self._queue, job)
-                    return False
-                return True
-            self._spawn()
+            if self._threads < _LANE_THREADS:
+                try:
+                    self._spawn()
+                    return True
+                except RuntimeError as exc:  # the process is out of threads: as if busy
+                    logger.warning("the stdio lane could not start a thread: %s", exc)
+            with contextlib.suppress(RuntimeError):  # loop closed: run it here
+                self._loop.call_soon_threadsafe(self._queue, job)
+                return False
             return True
 
     def _queue(self, job: _Job) -> None:
@@ -902,7 +937,7 @@ class _StdioLane:
                 with self._in_read:
                     if self._eof:
                         return None  # stopped
-                    ready, _, _ = select.select([self._fd, self._wake_r], [], [])
+                    ready = _wait_ready([self._fd, self._wake_r])
                     if self._wake_r in ready:
                         return None  # stopped
                     chunk = os.read(self._fd, _READ_SIZE)
