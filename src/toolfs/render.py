@@ -160,13 +160,10 @@ class _PlainWidths:
     """The lengths of lines that need no per-line care; their running totals are made
     only if a bound on their sum cannot tell that every line fits."""
 
-    __slots__ = ("_running", "at_most", "lengths")
+    __slots__ = ("_running", "lengths")
 
-    def __init__(self, lengths: list[int], at_most: int | None) -> None:
+    def __init__(self, lengths: list[int]) -> None:
         self.lengths = lengths
-        self.at_most = at_most
-        """At least the sum of ``lengths`` (a read's file size: a character is at least
-        a byte), if known."""
         self._running: list[int] | None = None
 
     def running(self) -> list[int]:
@@ -176,33 +173,32 @@ class _PlainWidths:
 
 
 def _plain_widths(start: int, lines: list[str], limits: _Limits,
-                  cut_lines: dict[int, Any] | None = None, at_most: int | None = None
-                  ) -> _PlainWidths | None:
+                  cut_lines: dict[int, Any] | None = None) -> _PlainWidths | None:
     """The widths of ``lines`` when they need no per-line care (none is cut, none is
-    too long, every number fits 6 digits), else ``None``; ``at_most``: a bound on the
-    sum of their lengths, if the caller has one. Computed in C (``map``, ``max``), with
-    no Python work per line."""
+    too long, every number fits 6 digits), else ``None``. Computed in C (``map``,
+    ``max``), with no Python work per line."""
     if cut_lines or not lines or start + len(lines) > _WIDE_NUMBERS:
         return None
     lengths = list(map(len, lines))
     if max(lengths) > limits.line:
         return None
-    return _PlainWidths(lengths, at_most)
+    return _PlainWidths(lengths)
 
 
 def _fit(start: int, lines: list[str], limits: _Limits, room: int,
-         cut_lines: dict[int, Any] | None = None, widths: _PlainWidths | None = None
-         ) -> list[str]:
+         cut_lines: dict[int, Any] | None = None, widths: _PlainWidths | None = None,
+         at_most: int | None = None) -> list[str]:
     """The shown form of as many leading ``lines`` as fit in ``room`` characters, joined
     by newlines and numbered from ``start``; whole lines only. ``cut_lines`` gives the
     whole length of lines that are only prefixes (``ReadResult.cut_lines``); ``widths``
-    is :func:`_plain_widths` of the lines, when the caller has it."""
+    is :func:`_plain_widths` of the lines, when the caller has it; ``at_most``, a bound
+    on the sum of their lengths, when the caller has one."""
     if widths is None:
         widths = _plain_widths(start, lines, limits, cut_lines)
     if widths is not None:
         # Every line is shown as is, behind a 7-character prefix: lines 0..i take
         # running[i] + 8 * (i + 1) - 1 characters. A bisection: O(log n) Python calls.
-        if widths.at_most is not None and widths.at_most + 8 * len(lines) - 1 <= room:
+        if at_most is not None and at_most + 8 * len(lines) - 1 <= room:
             return lines
         running = widths.running()
         if running[-1] + 8 * len(lines) - 1 <= room:
@@ -239,9 +235,9 @@ def _read_view(r: ReadResult, max_chars: int) -> tuple[str, list[str], bool]:
                else f"Use an offset between 1 and {r.total_lines}.")
         return (f"(Offset {r.start_line} is past the end of {path}: the file has "
                 f"{_plural(r.total_lines, 'line')}. {use})"), [], False
+    widths = _plain_widths(r.start_line, r.lines, limits, r.cut_lines)
     # The lines hold no more characters than the file has bytes.
-    widths = _plain_widths(r.start_line, r.lines, limits, r.cut_lines, at_most=r.size)
-    shown = _fit(r.start_line, r.lines, limits, max_chars, r.cut_lines, widths)
+    shown = _fit(r.start_line, r.lines, limits, max_chars, r.cut_lines, widths, r.size)
     if len(shown) == len(r.lines):  # a cut body is never built: it is cut again below
         footer = _read_footer(r, r.start_line + len(shown) - 1, cut=False,
                               max_chars=max_chars)
@@ -249,8 +245,7 @@ def _read_view(r: ReadResult, max_chars: int) -> tuple[str, list[str], bool]:
         text = f"{body}\n\n{footer}" if footer else body
         if len(text) <= max_chars:
             return text, shown, False
-    if widths is not None:  # cut: by the lengths themselves (a hand-made size may be off)
-        widths.at_most = None
+    # Cut: by the lengths themselves, not the size (a hand-made one may be off).
     shown = _fit(r.start_line, r.lines, limits, max_chars - _FOOTER_ROOM, r.cut_lines,
                  widths)
     body = _numbered_lines(r.start_line, shown)
