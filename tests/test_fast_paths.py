@@ -231,6 +231,38 @@ def test_events_with_values_the_schema_refuses_are_still_refused(
     assert not (tmp_path / "f.txt").exists()
 
 
+# -- local reads: the regular file's fd stays O_NONBLOCK ------------------------------
+
+
+def test_a_read_that_answers_eagain_is_read_again_blocking(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No POSIX filesystem answers EAGAIN to a regular file's read, so the local store
+    keeps the O_NONBLOCK it opens files with (FIFOs must not block the open); one that
+    did would get the same bytes through a blocking read, on read, edit and windowed
+    read alike."""
+    from toolfs.backends import local
+
+    real = os.pread
+    refused: list[int] = []
+
+    def pread(fd: int, length: int, offset: int) -> bytes:
+        if os.get_blocking(fd) is False:
+            refused.append(fd)
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        return real(fd, length, offset)
+
+    text = "".join(f"line {i}\n" for i in range(50))
+    (tmp_path / "f.txt").write_text(text)
+    ws = toolfs.Workspace(str(tmp_path), size_cap=64)  # over the cap: windowed reads too
+    small = toolfs.Workspace(str(tmp_path))
+    monkeypatch.setattr(local.os, "pread", pread)
+    assert small.read("f.txt").lines == text.splitlines()
+    small.edit("f.txt", "line 7\n", "line seven\n")
+    assert (tmp_path / "f.txt").read_text() == text.replace("line 7\n", "line seven\n")
+    assert ws.read("f.txt", offset=3, limit=2).lines == ["line 2", "line 3"]
+    assert len(refused) >= 3  # each kind of read met the refusal once
+
+
 # -- local temp names: serials from a random start -----------------------------------
 
 

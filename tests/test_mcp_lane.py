@@ -174,6 +174,26 @@ async def _script(client: Wire) -> list[dict[str, Any]]:
     ]
     answers = [await client.call(name, arguments) for name, arguments in calls]
     answers.append(await client.request("ping", client.params({})))
+    # Calls that are not plain (params beyond name and arguments, or arguments neither
+    # an object nor null) go through the SDK's check of the request on the lane too.
+    unplain: list[dict[str, Any]] = [
+        {"name": "read", "arguments": "a.txt"},
+        {"name": "read", "arguments": {"file_path": "a.txt"}, "task": 5},
+        {"name": "read", "arguments": {"file_path": "a.txt"}, "task": {"ttl": 1000}},
+        {"name": "read", "arguments": None},
+        {"name": "read"},
+        # Fields of the handler's params model that one revision leaves out: the SDK
+        # refuses them malformed (task in 2026-07-28, inputResponses before it).
+        {"name": "read", "arguments": {"file_path": "a.txt"}, "inputResponses": 3},
+        {"name": "read", "arguments": {"file_path": "a.txt"}, "requestState": 4},
+        {"name": "read", "arguments": {"file_path": "a.txt"}, "requestState": "s"},
+    ]
+    if not client.modern:
+        unplain += [{"name": "read", "arguments": {"file_path": "a.txt"}, "_meta": "x"},
+                    {"name": "read", "arguments": {"file_path": "a.txt"},
+                     "_meta": {"progressToken": 7}}]
+    for params in unplain:
+        answers.append(await client.request("tools/call", client.params(params)))
     return answers
 
 
@@ -185,21 +205,55 @@ def _normalised(answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @pytest.mark.anyio
 @pytest.mark.parametrize("modern", [False, True], ids=["handshake-era", "modern-era"])
 async def test_the_lane_answers_every_call_as_the_sdk_does(modern: bool) -> None:
-    results = {}
+    results, lane_calls = {}, {}
     for lane in (True, False):
         workspace = _workspace(f"/lane-{modern}-{lane}")
         async with wire(workspace, modern=modern, lane=lane) as client:
             results[lane] = _normalised(await _script(client))
             assert await client.close() == []
-            # All 12 calls of known tools with object arguments take the lane, and only
-            # when nothing but the SDK's own OpenTelemetry middleware is installed.
-            assert client.server._lane_calls == (12 if lane else 0)
+            lane_calls[lane] = client.server._lane_calls
     assert results[True] == results[False]
+    # The 12 calls of known tools with object arguments take the lane, and of the calls
+    # that are not plain exactly those the SDK takes to the handler (the others are the
+    # SDK's to refuse), and only when nothing but the SDK's own OpenTelemetry
+    # middleware is installed.
+    not_plain = results[False][15:]
+    assert 0 < sum("result" in a for a in not_plain) < len(not_plain)
+    assert lane_calls == {True: 12 + sum("result" in a for a in not_plain), False: 0}
     by_tool = results[True]
     assert "     1\talpha" in by_tool[0]["result"]["content"][0]["text"]
     assert by_tool[3]["result"]["isError"] is True  # invalid_arguments is a tool error
     assert by_tool[12]["error"]["code"] == -32602  # unknown tool
     assert "error" in by_tool[13]
+
+
+def test_the_sdk_accepts_every_plain_call_the_lane_does_not_check() -> None:
+    """The lane spares the SDK's check of a handshake-era call whose params are a string
+    name and arguments that are an object or null: that check must accept all of them."""
+    import random
+
+    from toolfs.integrations.mcp_server import _PLAIN_CALL_VERSIONS, _sdk_takes_call
+
+    assert _PLAIN_CALL_VERSIONS  # the installed SDK's handshake-era versions qualify
+    rng = random.Random(7)
+    leaves: list[Any] = [None, True, 0, -1.5, "", "é\u0000", "x" * 300, [], {}]
+
+    def value(depth: int) -> Any:
+        if depth > 2 or rng.random() < 0.4:
+            return rng.choice(leaves)
+        if rng.random() < 0.5:
+            return [value(depth + 1) for _ in range(rng.randrange(4))]
+        return {rng.choice(["", "a", "_meta", "task", "name", "😀"]): value(depth + 1)
+                for _ in range(rng.randrange(4))}
+
+    for version in sorted(_PLAIN_CALL_VERSIONS):
+        for _ in range(300):
+            params: dict[str, Any] = {"name": rng.choice(["read", "", "x" * 80, "编辑"])}
+            if rng.random() < 0.8:
+                arguments = value(1)
+                params["arguments"] = arguments if isinstance(arguments, dict) \
+                    else rng.choice([None, {}])
+            assert _sdk_takes_call(version, params), (version, params)
 
 
 @pytest.mark.anyio

@@ -63,12 +63,24 @@ _TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
 _CLEAN_MEMORY = 4096  # directories (per file name) a store remembers as swept
 
 
+def _pread(fd: int, length: int, offset: int) -> bytes:
+    """``os.pread`` of a regular file opened with ``O_NONBLOCK`` (see
+    :meth:`LocalStore._open_regular`): POSIX filesystems ignore the flag for regular
+    files; one that answers ``EAGAIN`` anyway gets the fd made blocking and the read
+    again."""
+    try:
+        return os.pread(fd, length, offset)
+    except BlockingIOError:
+        os.set_blocking(fd, True)
+        return os.pread(fd, length, offset)
+
+
 def _read_to_end(fd: int, expected: int) -> bytes:
     """Everything from the start of ``fd`` to its end (a file may grow after its stat)."""
-    parts = [os.pread(fd, expected + 1, 0)]
+    parts = [_pread(fd, expected + 1, 0)]
     offset = len(parts[0])
     while len(parts[-1]) > 0 and offset > expected:
-        more = os.pread(fd, 1 << 20, offset)
+        more = _pread(fd, 1 << 20, offset)
         if not more:
             break
         parts.append(more)
@@ -366,15 +378,15 @@ class LocalStore(Store):
             # version): name the state by inode, size and mtime.
             version = _stat_version(st)
             lo, hi = clamp_range(st.st_size, start, length)
-            return Blob(data=os.pread(fd, hi - lo, lo), version=version, size=st.st_size,
+            return Blob(data=_pread(fd, hi - lo, lo), version=version, size=st.st_size,
                         start=lo)
         finally:
             os.close(fd)
 
     def _open_regular(self, dfd: int, name: str, path: str
                       ) -> tuple[int, os.stat_result] | None:
-        """An fd open for blocking reads on the regular file ``name``, with its stat;
-        ``None`` if absent. The caller closes the fd."""
+        """An fd open for reading the regular file ``name`` (read it with
+        :func:`_pread`), with its stat; ``None`` if absent. The caller closes the fd."""
         try:
             # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
@@ -389,11 +401,8 @@ class LocalStore(Store):
         if not stat.S_ISREG(st.st_mode):
             os.close(fd)
             raise fs_error("not_a_file", f"{path} is {_kind(st)}", path=path)
-        try:
-            os.set_blocking(fd, True)
-        except BaseException:
-            os.close(fd)
-            raise
+        # The fd stays O_NONBLOCK: the flag means nothing to a regular file's reads, and
+        # clearing it would cost one more system call on every read and edit.
         return fd, st
 
     def get(

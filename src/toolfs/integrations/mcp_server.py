@@ -321,6 +321,7 @@ class ToolfsMCP:
         entry = self.server.get_request_handler("tools/call")
         middleware = self.server.middleware
         return (entry is not None and entry.handler == self._call_tool
+                and entry.params_type is types.CallToolRequestParams  # as _sdk_takes_call
                 and "tools/call" not in self.server.cache_hints
                 and len(middleware) == len(self._built_middleware)
                 and all(m is b for m, b in zip(middleware, self._built_middleware,
@@ -437,6 +438,39 @@ _EXCLUSIVE_WAKEUPS = hasattr(select, "epoll") and hasattr(select, "EPOLLEXCLUSIV
 """Whether idle lane threads can all watch the input and have the kernel wake just one of
 them per line (Linux: an epoll set per thread, the pipe added with ``EPOLLEXCLUSIVE``).
 Elsewhere one thread at a time watches, handing that on as it takes a line."""
+_PLAIN_CALL_KEYS = frozenset({"name", "arguments"})
+
+
+def _plain_call_versions() -> frozenset[str]:
+    """Handshake-era protocol versions whose ``tools/call`` checks accept every plain
+    call: ``params`` holding a string ``name`` and, if anything else, ``arguments`` as an
+    object or null. The SDK's checks of such a call can only say yes (its params models
+    have nothing more to require of them), so the lane spares them; every other call is
+    checked. Probed here once against the installed SDK, so a version whose checks
+    start asking more is checked again (tests/test_mcp_lane.py probes many calls)."""
+    probes: tuple[dict[str, Any], ...] = (
+        {"name": "read"}, {"name": "", "arguments": None},
+        {"name": "édit", "arguments": {"a": [1, {"b": None}], "": "x"}})
+    return frozenset(
+        version for version in HANDSHAKE_PROTOCOL_VERSIONS
+        if version not in MODERN_PROTOCOL_VERSIONS
+        and all(_sdk_takes_call(version, params) for params in probes))
+
+
+def _sdk_takes_call(version: str, params: dict[str, Any]) -> bool:
+    """Whether the SDK takes these ``tools/call`` params at ``version`` to the handler:
+    its two checks, the request's shape in that protocol revision, then the handler's
+    params model (which knows fields a revision does not, such as ``task`` in
+    2026-07-28, and refuses them when malformed)."""
+    try:
+        wire_methods.validate_client_request("tools/call", version, params)
+        types.CallToolRequestParams.model_validate(params, by_name=False)
+    except (ValueError, KeyError):  # ValidationError is a ValueError
+        return False
+    return True
+
+
+_PLAIN_CALL_VERSIONS = _plain_call_versions()
 RequestId = int | str
 _Key = RequestId
 """A request id as the SDK correlates it (``coerce_request_id``: ``"7"`` is ``7``, as
@@ -1060,11 +1094,11 @@ class _StdioLane:
             if version is None or (isinstance(meta, dict)
                                    and types.PROTOCOL_VERSION_META_KEY in meta):
                 return None  # not initialized, or an envelope the SDK refuses here
-        try:  # the SDK's own check of the request for this protocol version
-            wire_methods.validate_client_request("tools/call", version, params)
-        except (ValueError, KeyError):  # ValidationError is a ValueError
-            return None
         arguments = params.get("arguments")
+        plain = version in _PLAIN_CALL_VERSIONS and params.keys() <= _PLAIN_CALL_KEYS \
+            and (arguments is None or type(arguments) is dict)
+        if not plain and not _sdk_takes_call(version, params):
+            return None  # the SDK refuses it
         return params["name"], arguments if arguments is not None else {}, version
 
     def _answer(self, key: _Key, request_id: RequestId, tool: str, arguments: dict[str, Any],
