@@ -38,6 +38,17 @@ def test_bench_latency() -> None:
     assert "| local" in done.stdout and "| memory" in done.stdout
 
 
+def test_bench_latency_rounds() -> None:
+    done = run("bench_latency.py", "--rounds", "2", "--backends", "local", "--sizes", "1 KB")
+    assert_table(done)
+    assert "### 2 rounds: toolfs / careful" in done.stdout, done.stdout
+    # One row per local write and edit, with both rounds' ratios.
+    rows = [line for line in done.stdout.splitlines()
+            if re.match(r"\| 1 KB +\| (write|edit) +\|.* / .*\| \d of 2 +\|$", line)]
+    assert len(rows) == 2, done.stdout
+    assert "(median of rounds)" in done.stdout
+
+
 def _s3_ready() -> bool:
     modules = ("s3fs", "moto", "toolfs.testing.emulators", "toolfs.backends.s3")
     try:
