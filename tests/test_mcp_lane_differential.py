@@ -30,8 +30,9 @@ import mcp_types
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
+from tests.test_mcp import _ParkingStore
 from tests.test_mcp_lane import ENVELOPE, MODERN, _parked, _workspace
-from tests.test_mcp_lane_adversarial import Raw, _both, _call, _sync
+from tests.test_mcp_lane_adversarial import Raw, _both, _call, _sync, raw
 from toolfs.backends.memory import MemoryStore
 from toolfs.integrations import mcp_server
 from toolfs.integrations.mcp_server import ToolfsMCP
@@ -619,3 +620,53 @@ async def test_a_lane_call_reusing_the_id_of_a_call_the_sdk_runs_leaves_its_canc
 
     seen = await _both("reuse-sdk-id", script, modern=modern, parking=True)
     assert seen[True] == seen[False]
+
+
+@pytest.mark.anyio
+async def test_an_initialize_reusing_the_id_of_a_request_the_sdk_runs_holds_the_lane(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The lane tells the answer to an initialize by its id, and leaves calls to the SDK
+    # until it came (the version may change; the SDK reads no line meanwhile). The
+    # answer to an earlier request of that id, which the SDK still ran, was taken for
+    # it: the lane then answered a call sent after the initialize before the SDK had
+    # answered the initialize, and kept the old version.
+    from mcp.server import runner
+
+    on_request = runner.ServerRunner._on_request
+    entered, judged, verdicts = threading.Event(), threading.Event(), []
+
+    async def held(self: Any, dctx: Any, method: str, params: Any) -> Any:
+        if method == "initialize" and dctx.request_id == 5:
+            entered.set()
+            await asyncio.to_thread(judged.wait, 5)  # until the call after it was judged
+        return await on_request(self, dctx, method, params)
+
+    eligible = mcp_server._StdioLane._eligible
+
+    def noted(self: Any, message: dict[str, Any]) -> Any:
+        verdict = eligible(self, message)
+        if message.get("id") == "after":
+            verdicts.append(verdict)
+            judged.set()
+        return verdict
+
+    monkeypatch.setattr(runner.ServerRunner, "_on_request", held)
+    monkeypatch.setattr(mcp_server._StdioLane, "_eligible", noted)
+    store = _ParkingStore(MemoryFileSystem())
+    async with raw(_workspace("/reinit-held", store), modern=False, lane=True) as client:
+        store.arm(only="/a.txt")
+        client.send({**_call(client, 5), "trace": "x"})  # the SDK's (a member beyond)
+        await _parked(store)
+        client.send({"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {
+            "protocolVersion": "2024-11-05", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}})
+        assert await asyncio.to_thread(entered.wait, 5)  # the lane has read it
+        store.release.set()
+        call = await client.answer_to(5)  # the call's: the initialize is held
+        assert "content" in call["result"]
+        client.send(_call(client, "after"))
+        answers = [await client.receive(), await client.receive()]
+        await client.close()
+    assert verdicts == [None]  # left to the SDK
+    assert [a["id"] for a in answers] == [5, "after"]  # the initialize's answer first
+    assert answers[0]["result"]["protocolVersion"] == "2024-11-05"

@@ -582,7 +582,9 @@ class _StdioLane:
         """The protocol era: decided by the stream's first request, as the SDK decides it."""
         self._version: str | None = None
         """The handshake era's protocol version, once an ``initialize`` was answered."""
-        self._initializing: list[RequestId] = []
+        self._initializing: list[object] = []
+        """The ids of the ``initialize`` requests the SDK has not answered yet (or
+        :data:`_UNMATCHED`)."""
         self._calls: set[_Key] = set()
         self._cancelled: set[_Key] = set()
         self._answering: set[_Key] = set()
@@ -1038,7 +1040,13 @@ class _StdioLane:
             return
         with self._lock:
             if request.method == "initialize":
-                self._initializing.append(request.id)
+                # Its answer is told by its id: while the SDK owes the answer to another
+                # request of that id, which answer is the initialize's cannot be told
+                # (taking the other's, the lane would answer calls while the SDK still
+                # negotiates, and miss the version agreed): the SDK serves every call.
+                key = coerce_request_id(request.id)
+                self._initializing.append(
+                    _UNMATCHED if key in self._sdk_requests else request.id)
             if self._modern is None:
                 meta = (request.params or {}).get("_meta")
                 self._modern = (request.method != "initialize" and isinstance(meta, dict)
@@ -1216,6 +1224,8 @@ class _StdioLane:
                 self._version = version
 
 
+_UNMATCHED = object()
+"""An ``initialize`` whose answer the lane cannot tell from another's: never matched."""
 _ANSWER_PREFIX = '{"jsonrpc":"2.0","id":'
 _ANSWER_BODY = (',"result":', ',"error":')
 _id_decoder = json.JSONDecoder()
