@@ -1,18 +1,24 @@
 """Differential fuzzing of the stdio lane: seeded random JSON-RPC lines, sent alike to a
-server with the lane, to one with the lane switched off, and to the SDK's own stdio
-transport (the reference); every answer must be the reference's.
+server with the lane, to one with the lane switched off (a pass-through middleware: the
+lane's transport, every call the SDK's), and to the SDK's own stdio transport (the
+reference); every answer must be the reference's.
 
 Lines are sent one at a time, each followed by a ping that tells when the server has
-read it (it answers in order what it reads in order; a request the reference answers
-is also waited for), and in bursts of many lines in one write. The generator covers
-valid and invalid ``tools/call`` params (extra keys, ``_meta`` of every JSON type with
-and without the envelope keys and progress tokens, ``task``, ``inputResponses``,
-``requestState``, arguments and names of every JSON type, unknown tools, long and odd
-Unicode), ids of every JSON type (floats such as ``1.0``, bools, null, very large
-integers, strings that look like integers, ids reused), other methods and
-notifications (cancels of calls and of unknown ids), mid-stream ``initialize``,
-malformed JSON, JSON that is no object, batches, duplicate keys in the raw text, and
-line framing (CRLF, a lone CR, trailing whitespace, bytes that are not UTF-8).
+read it (a request the reference reads is also waited for), and in bursts of many
+lines in one write. The generator covers valid and invalid ``tools/call`` params (extra
+keys, ``_meta`` of every JSON type with and without the envelope keys and progress
+tokens, ``task``, ``inputResponses``, ``requestState``, arguments and names of every JSON
+type, unknown tools, long and odd Unicode), ids of every JSON type (floats such as
+``1.0``, bools, null, very large integers, strings that look like integers, ids reused),
+other methods and notifications (cancels of calls and of unknown ids), mid-stream
+``initialize``, malformed JSON, JSON that is no object, batches, duplicate keys in the
+raw text, and line framing (CRLF, a lone CR, trailing whitespace, bytes that are not
+UTF-8). Episodes hold calls in flight (parked at a gate in the store) while cancels and
+requests reusing their ids come, then release them.
+
+Answers are compared as parsed JSON, each step's sorted: within a step the ping and the
+step's request run at once (a burst's requests too), so their order is not the SDK's
+to fix either. Nothing else is normalised.
 """
 
 from __future__ import annotations
@@ -555,16 +561,18 @@ async def _episode(seed: int, modern: bool, lines: int) -> None:
     await session.step(_opening(gen, rng, modern))
     for server in session.servers:
         server.store.open.clear()
-    ids = [rng.choice([7, 8, "7", "s"]) for _ in range(rng.choice([1, 1, 2, 3]))]
-    for n, request_id in enumerate(ids, 1):
-        data = _slow_call(rng, request_id, modern)
+    try:
+        ids = [rng.choice([7, 8, "7", "s"]) for _ in range(rng.choice([1, 1, 2, 3]))]
+        for n, request_id in enumerate(ids, 1):
+            data = _slow_call(rng, request_id, modern)
+            for server in session.servers:
+                server.client.send_raw(data)
+            await asyncio.gather(*(server.parked(n) for server in session.servers))
+        for _ in range(lines):
+            await session.step(_around(rng, gen, ids, modern))
+    finally:  # (a failed step leaves no call parked)
         for server in session.servers:
-            server.client.send_raw(data)
-        await asyncio.gather(*(server.parked(n) for server in session.servers))
-    for _ in range(lines):
-        await session.step(_around(rng, gen, ids, modern))
-    for server in session.servers:
-        server.store.open.set()
+            server.store.open.set()
     await asyncio.gather(*(server.settle() for server in session.servers))
     await session.step(b"")
     await session.close()
