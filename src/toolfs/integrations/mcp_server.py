@@ -582,13 +582,18 @@ class _StdioLane:
         """The protocol era: decided by the stream's first request, as the SDK decides it."""
         self._version: str | None = None
         """The handshake era's protocol version, once an ``initialize`` was answered."""
-        self._initializing: list[RequestId] = []
+        self._initializing: list[object] = []
+        """The ids of the ``initialize`` requests the SDK has not answered yet (or
+        :data:`_UNMATCHED`)."""
         self._calls: set[_Key] = set()
         self._cancelled: set[_Key] = set()
         self._answering: set[_Key] = set()
         self._disowned: set[_Key] = set()
         """Lane calls whose id a later request to the SDK reused: their cancels are the
         SDK's (it files requests by id, the newest over the older)."""
+        self._sdk_requests: dict[_Key, int] = {}
+        """Requests handed to the SDK and not yet answered, by id: while the SDK may hold
+        one under an id, a call of that id is its too (see :meth:`_hand_over`)."""
         self._threads = 0
         self._waiting = 0
         """Lane threads free to read the next line (waiting for input, or for their turn;
@@ -684,6 +689,8 @@ class _StdioLane:
         return line
 
     async def write(self, text: str) -> None:
+        if self._sdk_requests:
+            self._saw_sdk_answer(text)
         if self._initializing:
             self._saw_answer(text)
         await asyncio.to_thread(self._wire.send, text.encode("utf-8"))
@@ -1033,25 +1040,48 @@ class _StdioLane:
             return
         with self._lock:
             if request.method == "initialize":
-                self._initializing.append(request.id)
+                # Its answer is told by its id: while the SDK owes the answer to another
+                # request of that id, which answer is the initialize's cannot be told
+                # (taking the other's, the lane would answer calls while the SDK still
+                # negotiates, and miss the version agreed): the SDK serves every call.
+                key = coerce_request_id(request.id)
+                self._initializing.append(
+                    _UNMATCHED if key in self._sdk_requests else request.id)
             if self._modern is None:
                 meta = (request.params or {}).get("_meta")
                 self._modern = (request.method != "initialize" and isinstance(meta, dict)
                                 and types.PROTOCOL_VERSION_META_KEY in meta)
 
     def _hand_over(self, message: dict[str, Any], line: bytes) -> None:
-        """Before the SDK gets a request: if it reuses the id of a lane call, the SDK
-        files it over that call, so from now on the cancels of that id are the SDK's."""
-        request_id = as_request_id(message.get("id"))
-        if request_id is None or not self._calls:
+        """Before the SDK gets a request, note its id: the SDK files requests by id, the
+        newest over the older, and forgets an id once its newest request is answered
+        (or cancelled). So if it reuses the id of a lane call, from now on the cancels
+        of that id are the SDK's; and until the SDK has answered it, a call of that id
+        is left to the SDK too: taken by the lane, it would not displace the SDK's
+        request, which a later cancel of the id would then stop."""
+        if as_request_id(message.get("id")) is None:
+            return  # no request of the SDK's (whose ids are integers or strings)
+        request = self._as_the_sdk_reads(line)
+        if not isinstance(request, types.JSONRPCRequest):
+            return
+        key = coerce_request_id(request.id)
+        with self._lock:
+            self._sdk_requests[key] = self._sdk_requests.get(key, 0) + 1
+            if key in self._calls:
+                self._disowned.add(key)
+
+    def _saw_sdk_answer(self, text: str) -> None:
+        """Note that the SDK answered a request (``text``: a message it writes)."""
+        request_id = _answered_id(text)
+        if request_id is None:
             return
         key = coerce_request_id(request_id)
         with self._lock:
-            if key not in self._calls:
-                return
-        if isinstance(self._as_the_sdk_reads(line), types.JSONRPCRequest):
-            with self._lock:
-                self._disowned.add(key)
+            left = self._sdk_requests.get(key, 0) - 1
+            if left > 0:
+                self._sdk_requests[key] = left
+            else:
+                self._sdk_requests.pop(key, None)
 
     @staticmethod
     def _as_the_sdk_reads(line: bytes) -> types.JSONRPCMessage | None:
@@ -1077,7 +1107,8 @@ class _StdioLane:
                 or not self._owner._serves_calls_as_built()):
             return None
         with self._lock:
-            busy = coerce_request_id(cast(RequestId, request_id)) in self._calls
+            key = coerce_request_id(cast(RequestId, request_id))
+            busy = key in self._calls or key in self._sdk_requests
             modern, version = self._modern, self._version
             # While an initialize is unanswered the version may be about to change: the
             # SDK serves what comes meanwhile, at the version it then holds.
@@ -1155,7 +1186,7 @@ class _StdioLane:
 
     def _cancel(self, line: bytes) -> bool:
         """Cancel a call of the lane's that the client gave up on (else: the SDK's)."""
-        if not self._calls:
+        if not self._calls and not self._sdk_requests:
             return False
         # What is a cancel, and of which call, is the SDK's to say (its message model,
         # and its reading of the id).
@@ -1167,6 +1198,10 @@ class _StdioLane:
         key = coerce_request_id(request_id)
         with self._lock:
             if key not in self._calls or key in self._disowned:
+                # The SDK's to apply: it stops its newest request of the id, if that is
+                # not answered yet, and forgets the id (an older request of it that is
+                # still running can no longer be cancelled): the id is free again.
+                self._sdk_requests.pop(key, None)
                 return False
             if key not in self._answering:  # else too late: the answer is on its way
                 self._cancelled.add(key)
@@ -1187,6 +1222,34 @@ class _StdioLane:
             self._initializing.remove(request_id)
             if not self._modern and version in HANDSHAKE_PROTOCOL_VERSIONS:
                 self._version = version
+
+
+_UNMATCHED = object()
+"""An ``initialize`` whose answer the lane cannot tell from another's: never matched."""
+_ANSWER_PREFIX = '{"jsonrpc":"2.0","id":'
+_ANSWER_BODY = (',"result":', ',"error":')
+_id_decoder = json.JSONDecoder()
+
+
+def _answered_id(text: str) -> RequestId | None:
+    """The id of the request ``text`` (a message the SDK writes) answers, if it is an
+    answer. The SDK writes its members in model order, so the id is read from the
+    front of the text, without parsing the (maybe long) rest; any other text is
+    parsed whole."""
+    if text.startswith(_ANSWER_PREFIX):
+        try:
+            request_id, end = _id_decoder.raw_decode(text, len(_ANSWER_PREFIX))
+        except ValueError:
+            return None
+        if text.startswith(_ANSWER_BODY, end):
+            return as_request_id(request_id)
+    try:
+        message = from_json(text)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or not ("result" in message or "error" in message):
+        return None
+    return as_request_id(message.get("id"))
 
 
 @functools.cache
