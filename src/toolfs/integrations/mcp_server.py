@@ -541,8 +541,9 @@ class _StdioLane:
     holds the read lock; it hands the lock on as soon as it has a line), and a
     ``tools/call`` that the SDK would serve exactly as it is built here (see
     :meth:`ToolfsMCP._serves_calls_as_built`) is run and answered by the thread that read
-    it: the same handler result, put through the SDK's own request check and result
-    sieve for the protocol version, written straight to the pipe. So a call costs no
+    it: checked as the SDK checks it (:func:`_sdk_takes_call`), the same handler result,
+    put through the SDK's own result sieve for the protocol version, written straight to
+    the pipe. So a call costs no
     event-loop turn and no hop to a worker thread, and none of the SDK's per-message
     dispatch (a message model, a relay task, middleware, a second dump), which cost more
     per call than the reference server's whole answer. Every other line (initialize,
