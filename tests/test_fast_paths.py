@@ -371,3 +371,98 @@ def test_a_store_for_another_root_does_not_check_this_one(tmp_path: pathlib.Path
     other = PolicyFileSystem(local, str(tmp_path / "root"),
                              store=LocalStore(local, root=str(tmp_path)))
     assert own._root_checked and not other._root_checked
+
+
+# -- the audit log keeps values, not models -------------------------------------------
+
+
+def _calls(ws: toolfs.Workspace) -> None:
+    """Reads, writes, edits and refusals, the same on every workspace given."""
+    ws.write("a.txt", "one\ntwo\n")
+    ws.read("a.txt")
+    ws.edit("a.txt", "one", "1")
+    ws.execute("write", {"file_path": "b.txt", "content": "x\n"})
+    ws.execute("edit", {"file_path": "a.txt", "old_string": "nowhere", "new_string": "y"})
+    ws.execute("write", {"file_path": "c\udcff.txt", "content": "x\n"})
+    ws.execute("read", {"file_path": ".env"})
+
+
+def _what(event: toolfs.FsEvent) -> tuple[object, ...]:
+    return (event.type, event.operation, event.path, event.version_before,
+            event.version_after, event.reason)
+
+
+def test_the_audit_log_keeps_the_events_its_subscribers_see(tmp_path: pathlib.Path) -> None:
+    """A log that is a workspace's only subscriber keeps each event's values without an
+    FsEvent being made; it gives the same events as when another subscriber (which gets
+    FsEvent objects) is there too."""
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    (tmp_path / "one" / "b.txt").write_text("old\n")
+    (tmp_path / "two" / "b.txt").write_text("old\n")
+    alone = toolfs.Workspace(str(tmp_path / "one"), deny=[".env"])
+    seen: list[toolfs.FsEvent] = []
+    shared = toolfs.Workspace(str(tmp_path / "two"), deny=[".env"], subscribers=[seen.append])
+    _calls(alone)
+    _calls(shared)
+    types = {e.type for e in seen}
+    assert types == {"fs/read", "fs/write-intent", "fs/written", "fs/denied"}
+    assert list(shared.audit.events) == seen  # the same values, `at` included
+    assert [_what(e) for e in alone.audit.events] == [_what(e) for e in seen]
+    assert {e.context_id for e in alone.audit.events} == {alone.context_id}
+    for event in alone.audit.events:
+        assert type(event) is toolfs.FsEvent
+        _same_as_validated(event)
+    assert alone.audit.rows() == [
+        {**row, "context": alone.context_id} for row in shared.audit.rows()]
+
+
+def test_the_audit_events_are_a_read_only_sequence() -> None:
+    log = toolfs.AuditLog(max_events=3)
+    assert not log.events and len(log.events) == 0 and list(log.events) == []
+    made = [toolfs.FsEvent(type="fs/read", context_id="c", operation="read", path=f"{i}")
+            for i in range(5)]
+    for event in made:
+        log(event)
+    assert len(log.events) == 3 and log.max_events == 3  # the oldest two dropped
+    assert list(log.events) == made[2:]
+    assert log.events[0] == made[2] and log.events[-1] == made[4]
+    assert log.events[1:] == made[3:] and list(reversed(log.events)) == made[:1:-1]
+    assert log.events.index(made[3]) == 1 and made[4] in log.events
+    with pytest.raises(IndexError):
+        log.events[3]
+    with pytest.raises(TypeError):
+        log.events[0] = made[0]  # type: ignore[index]
+    log.clear()
+    assert len(log.events) == 0 and log.rows() == []
+
+
+def test_the_audit_events_can_be_read_while_parallel_calls_add_more() -> None:
+    """Iterating the events takes a snapshot: writers in other threads never make it
+    fail (a deque iterated while it grows raises)."""
+    import threading
+    import time
+
+    ws = toolfs.Workspace("memory://audit-threads")
+    stop = threading.Event()
+
+    def writer(n: int) -> None:
+        while not stop.is_set():
+            ws.write(f"f{n}.txt", "x\n")
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    reads = 0
+    try:
+        deadline = time.monotonic() + 30
+        while len(ws.audit.events) < 4_000 and time.monotonic() < deadline:
+            events = list(ws.audit.events)
+            rows = ws.audit.rows()
+            reads += 1
+            assert all(type(e) is toolfs.FsEvent for e in events) and len(rows) >= len(events)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert len(ws.audit.events) >= 4_000 and reads > 10  # both sides did run meanwhile

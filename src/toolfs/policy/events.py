@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
-from typing import Literal
+from collections.abc import Callable, Iterator, Sequence
+from typing import Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolfs._trusted import trusted
 from toolfs.versions import FileVersion
 
 EventType = Literal["fs/read", "fs/write-intent", "fs/written", "fs/denied"]
@@ -52,24 +53,92 @@ class Veto(Exception):
 Subscriber = Callable[[FsEvent], None]
 
 
+# What the audit log keeps of an event: its fields in FsEvent's order. A tuple, not the
+# model: one object for the garbage collector to track per kept event rather than
+# three (the model, its ``__dict__``, its set of given fields), and the policy records
+# one without making an FsEvent at all when the log is its only subscriber (see
+# AuditLog.record), which is every workspace's default: two events per write.
+_Record = tuple[EventType, str, Operation, str, FileVersion | None, FileVersion | None,
+                str | None, float]
+_FIELDS = ("type", "context_id", "operation", "path", "version_before", "version_after",
+           "reason", "at")
+# The fields a validated FsEvent(...) call names (``at`` comes from its default).
+EVENT_FIELDS_SET = frozenset(_FIELDS[:-1])
+
+
+def _event_of(record: _Record) -> FsEvent:
+    # Every value came from an FsEvent or from the policy, valid by construction.
+    return trusted(FsEvent, EVENT_FIELDS_SET, dict(zip(_FIELDS, record, strict=True)))
+
+
+class AuditEvents(Sequence[FsEvent]):
+    """The events an :class:`AuditLog` keeps, oldest first, as :class:`FsEvent` objects
+    (read-only; made on access, so ``events[0] is events[0]`` need not hold, while
+    ``==`` does). Iterating takes a snapshot first: parallel calls may add events
+    meanwhile."""
+
+    def __init__(self, records: deque[_Record]) -> None:
+        self._records = records
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    @overload
+    def __getitem__(self, index: int) -> FsEvent: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[FsEvent]: ...
+    def __getitem__(self, index: int | slice) -> FsEvent | list[FsEvent]:
+        if isinstance(index, slice):
+            return [_event_of(r) for r in list(self._records)[index]]
+        return _event_of(self._records[index])
+
+    def __iter__(self) -> Iterator[FsEvent]:
+        return map(_event_of, list(self._records))  # list(deque) is one C call
+
+    def __reversed__(self) -> Iterator[FsEvent]:
+        return map(_event_of, reversed(list(self._records)))
+
+    def __repr__(self) -> str:
+        return f"AuditEvents({len(self._records)} events)"
+
+
 class AuditLog:
     """A subscriber that keeps the last ``max_events`` events; a table in notebooks.
 
     Every workspace has one (``ws.audit``); the bound keeps a long-running agent or
-    server from growing without end.
+    server from growing without end. ``events`` gives them as :class:`FsEvent` objects.
     """
 
     def __init__(self, max_events: int = 10_000) -> None:
-        self.events: deque[FsEvent] = deque(maxlen=max_events)
+        self.max_events = max_events
+        self._records: deque[_Record] = deque(maxlen=max_events)
+        self.events = AuditEvents(self._records)
+        """The kept events, oldest first (a read-only sequence)."""
 
     def __call__(self, event: FsEvent) -> None:
-        self.events.append(event)
+        self._records.append((event.type, event.context_id, event.operation, event.path,
+                              event.version_before, event.version_after, event.reason,
+                              event.at))
+
+    def record(self, type_: EventType, context_id: str, operation: Operation, path: str,
+               before: FileVersion | None, after: FileVersion | None,
+               reason: str | None) -> None:
+        """Keep an event given by its values, stamped now, without making an
+        :class:`FsEvent` first (how the policy records one when this log is its only
+        subscriber). The caller guarantees the values are valid: they are not checked."""
+        self._records.append((type_, context_id, operation, path, before, after, reason,
+                              time.time()))
+
+    def clear(self) -> None:
+        """Forget every kept event."""
+        self._records.clear()
 
     def rows(self) -> list[dict[str, str]]:
         """One dict of strings per event, for tables."""
         return [{
-            "type": e.type, "context": e.context_id, "operation": e.operation, "path": e.path,
-            "before": e.version_before.short if e.version_before else "",
-            "after": e.version_after.short if e.version_after else "",
-            "reason": e.reason or "",
-        } for e in self.events]
+            "type": type_, "context": context, "operation": operation, "path": path,
+            "before": before.short if before else "",
+            "after": after.short if after else "",
+            "reason": reason or "",
+        } for type_, context, operation, path, before, after, reason, _ in
+            list(self._records)]

@@ -51,7 +51,15 @@ from toolfs.backends import Create, Overwrite, PutMode, Store, Update, store_for
 from toolfs.backends.base import Blob
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable
-from toolfs.policy.events import EventType, FsEvent, Operation, Subscriber, Veto
+from toolfs.policy.events import (
+    EVENT_FIELDS_SET,
+    AuditLog,
+    EventType,
+    FsEvent,
+    Operation,
+    Subscriber,
+    Veto,
+)
 from toolfs.policy.ledger import Ledger
 from toolfs.policy.paths import Jail, Target
 from toolfs.policy.rules import Policy, deny_matcher
@@ -64,8 +72,6 @@ SIBLINGS_FUZZY_LIMIT = 2_000
 SIBLINGS_SCAN_LIMIT = 100_000
 _COMMIT_STRIPES = 64
 _OPERATIONS: frozenset[str] = frozenset(get_args(Operation))
-_EVENT_SET = frozenset({"type", "context_id", "operation", "path", "version_before",
-                        "version_after", "reason"})
 _log = logging.getLogger("toolfs.events")
 
 
@@ -199,15 +205,22 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
 
     def _event(self, type_: EventType, op: Operation, target: Target, *,
                before: FileVersion | None, after: FileVersion | None,
-               reason: str | None) -> FsEvent:
+               reason: str | None) -> FsEvent | None:
+        """The event for the subscribers; ``None`` when it was kept already, because the
+        only subscriber is an :class:`AuditLog` (the default): it keeps the values, and no
+        :class:`FsEvent` is made unless someone looks (two per write)."""
         path = target.resolved or target.display  # `reached`, without the property
         if not path.isascii():
             path = escape_undecodable(path)
         why = escape_undecodable(reason) if reason is not None else None
         if op in _OPERATIONS and type(self.context_id) is str:
-            # Every value made here or checked just above: two events per write, not
-            # validated again (see toolfs._trusted).
-            return trusted(FsEvent, _EVENT_SET, {
+            # Every value made here or checked just above: not validated again (see
+            # toolfs._trusted).
+            subscribers = self.subscribers
+            if len(subscribers) == 1 and type(subscribers[0]) is AuditLog:
+                subscribers[0].record(type_, self.context_id, op, path, before, after, why)
+                return None
+            return trusted(FsEvent, EVENT_FIELDS_SET, {
                 "type": type_, "context_id": self.context_id, "operation": op,
                 "path": path, "version_before": before, "version_after": after,
                 "reason": why, "at": time.time()})
@@ -220,6 +233,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         if not self.subscribers:
             return
         event = self._event(type_, op, target, before=before, after=after, reason=None)
+        if event is None:
+            return
         for sub in list(self.subscribers):
             try:
                 sub(event)
@@ -240,6 +255,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         if not self.subscribers:
             return
         event = self._event(type_, op, target, before=before, after=after, reason=reason)
+        if event is None:
+            return
         for sub in list(self.subscribers):
             try:
                 sub(event)
