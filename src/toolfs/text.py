@@ -22,6 +22,7 @@ import codecs
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from toolfs.errors import FsError, fs_error
 
@@ -37,8 +38,7 @@ MAX_HINT_OLD = 100_000
 """Longest ``old_string`` (characters) the ``no_match`` hint is searched for."""
 
 
-@dataclass(frozen=True)
-class Document:
+class Document(NamedTuple):  # made on every edit: a tuple is the cheapest to make
     """A decoded text file: its text without BOM, and whether it had one."""
 
     text: str
@@ -187,9 +187,9 @@ class LineDecoder:
 # -- edit ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass sets each field by a call
 class EditOutcome:
-    """The new text and facts about the replacement."""
+    """The new text and facts about the replacement (made once per edit, never changed)."""
 
     text: str
     count: int

@@ -878,7 +878,7 @@ class ObservedFile(io.RawIOBase):
 
     def __init__(self, owner: PolicyFileSystem, target: Target, version: FileVersion,
                  size: int, head: bytes, *, cached: bool = False) -> None:
-        super().__init__()
+        # No super().__init__(): io.RawIOBase keeps no state of its own to set up.
         self.cached = cached
         """True when the bytes came from the ledger's cache, not from the backend now."""
         self._owner = owner
