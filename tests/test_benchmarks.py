@@ -49,6 +49,15 @@ def test_bench_latency_rounds() -> None:
     assert "(median of rounds)" in done.stdout
 
 
+def test_bench_latency_builds() -> None:
+    # Without --base the build is compared with itself.
+    for op in ("edit", "write"):
+        done = run("bench_latency_builds.py", "--op", op)
+        assert_table(done)
+        assert "| this checkout" in done.stdout and "| base (" in done.stdout, done.stdout
+        assert re.search(r"over the base's: \d+\.\d{3}x$", done.stdout.strip()), done.stdout
+
+
 def _s3_ready() -> bool:
     modules = ("s3fs", "moto", "toolfs.testing.emulators", "toolfs.backends.s3")
     try:

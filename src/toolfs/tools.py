@@ -144,7 +144,7 @@ def edit(fs: PolicyFileSystem, args: EditArgs) -> EditResult:
 def edit_file(fs: PolicyFileSystem, file_path: str, old_string: str, new_string: str,
               replace_all: bool = False) -> EditResult:
     """:func:`edit` with the arguments given one by one, already valid."""
-    with fs.open_for_edit(file_path) as f:
+    with fs.open(file_path, "rb", intent="edit") as f:
         data = f.read()
         doc = decode(data, f.path)
         try:
