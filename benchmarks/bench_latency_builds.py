@@ -9,7 +9,10 @@ followed by the careful one. The builds take turns in bursts (who goes first fli
 burst), so load from other processes hits both alike. The first burst is a warm-up.
 
 The table gives, per build, the median toolfs and careful times and their ratio, and the
-ratio of this checkout's toolfs / careful to the other build's.
+ratio of this checkout's toolfs / careful to the other build's. A third column splits
+toolfs's time: the local store alone (``LocalStore.put`` of the same new bytes on the
+same condition, on a file of its own, what a write or edit costs below the policy and
+the tool), against the same careful calls.
 
 Usage: ``python benchmarks/bench_latency_builds.py --base OTHER/src [--op edit|write]
 [--size BYTES] [--bursts N] [--tiny]``, where ``OTHER`` is, say, ``git worktree add
@@ -33,8 +36,8 @@ from _common import machine_facts, markdown_table
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
 
-# One build's process: reads a burst length per line, answers with that many pairs of
-# (toolfs ns, careful ns).
+# One build's process: reads a burst length per line, answers with that many triples of
+# (toolfs ns, careful ns, store-alone ns).
 _WORKER = r"""
 import json, os, sys, time
 sys.path.insert(0, sys.argv[1])
@@ -51,6 +54,14 @@ for d in ("tfs", "careful"):
 ws = toolfs.Workspace(os.path.join(base, "tfs"))
 ws.write("f.txt", text_a)
 ws.read("f.txt")
+from toolfs.backends.base import Update
+from toolfs.versions import FileVersion
+store = ws.fs.store
+store_key = os.path.join(os.path.realpath(base), "tfs", "s.txt")
+ws.write("s.txt", text_a)
+current = text_a.encode()
+version = FileVersion.of_bytes(current)
+s_tog = Toggle()
 path = os.path.join(base, "careful", "f.txt")
 with open(path, "w", encoding="utf-8") as f:
     f.write(text_a)
@@ -66,12 +77,18 @@ for line in sys.stdin:
         if op == "edit":
             t0 = clock(); ws.edit("f.txt", *t_tog.next())
             t1 = clock(); careful.edit(*c_tog.next())
+            t2 = clock()
+            data = current.decode("utf-8").replace(*s_tog.next(), 1).encode("utf-8")
         else:
             t0 = clock(); ws.write("f.txt", contents[i % 2])
             t1 = clock(); careful.write(contents[i % 2])
-        t2 = clock()
+            t2 = clock()
+            data = contents[i % 2].encode("utf-8")
+        version = store.put(store_key, data, Update(version, known=current))
+        t3 = clock()
+        current = data
         i += 1
-        pairs.append((t1 - t0, t2 - t1))
+        pairs.append((t1 - t0, t2 - t1, t3 - t2))
     print(json.dumps(pairs), flush=True)
 """
 
@@ -89,7 +106,7 @@ def main() -> None:
     args = parser.parse_args()
     bursts, burst = (3, 5) if args.tiny else (max(2, args.bursts), 100)
     builds = [("this checkout", SRC), (f"base ({args.base})", args.base)]
-    samples: list[list[tuple[int, int]]] = [[] for _ in builds]
+    samples: list[list[tuple[int, int, int]]] = [[] for _ in builds]
     with tempfile.TemporaryDirectory(prefix="toolfs-builds-") as tmp:
         procs = []
         for n, (_, src) in enumerate(builds):
@@ -121,13 +138,14 @@ def main() -> None:
     print(f"## local {args.op} of {args.size:,} bytes: this checkout vs {args.base}\n")
     print(f"{machine_facts()}\n")
     rows, ratios = [], []
-    for (name, _), pairs in zip(builds, samples, strict=True):
-        t = statistics.median(p[0] for p in pairs) / 1e3
-        c = statistics.median(p[1] for p in pairs) / 1e3
+    for (name, _), triples in zip(builds, samples, strict=True):
+        t, c, st = (statistics.median(x[k] for x in triples) / 1e3 for k in range(3))
         ratios.append(t / c)
-        rows.append([name, len(pairs), f"{t:,.1f}", f"{c:,.1f}", f"{t / c:.3f}x"])
+        rows.append([name, len(triples), f"{t:,.1f}", f"{c:,.1f}", f"{t / c:.3f}x",
+                     f"{st:,.1f}", f"{st / c:.3f}x"])
     print(markdown_table(["build", "n", "toolfs µs (median)", "careful µs (median)",
-                          "toolfs / careful"], rows))
+                          "toolfs / careful", "store alone µs (median)",
+                          "store alone / careful"], rows))
     print(f"\nthis checkout's toolfs / careful over the base's: {ratios[0] / ratios[1]:.3f}x")
 
 
