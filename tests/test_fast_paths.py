@@ -384,6 +384,7 @@ def _calls(ws: toolfs.Workspace) -> None:
     ws.execute("write", {"file_path": "b.txt", "content": "x\n"})
     ws.execute("edit", {"file_path": "a.txt", "old_string": "nowhere", "new_string": "y"})
     ws.execute("write", {"file_path": "c\udcff.txt", "content": "x\n"})
+    ws.write("ünïcödé/ファイル.txt", "x\n")
     ws.execute("read", {"file_path": ".env"})
 
 
