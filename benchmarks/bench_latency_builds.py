@@ -14,8 +14,11 @@ toolfs's time: the local store alone (``LocalStore.put`` of the same new bytes o
 same condition, on a file of its own, what a write or edit costs below the policy and
 the tool), against the same careful calls.
 
+The toolfs file and the store's file share a directory, as files an agent edits side
+by side do; ``--siblings N`` puts N more files there (never written).
+
 Usage: ``python benchmarks/bench_latency_builds.py --base OTHER/src [--op edit|write]
-[--size BYTES] [--bursts N] [--tiny]``, where ``OTHER`` is, say, ``git worktree add
+[--size BYTES] [--siblings N] [--bursts N] [--tiny]``, where ``OTHER`` is, say, ``git worktree add
 /tmp/base HEAD~1``. Without ``--base`` the build is compared with itself (a check of the
 method: ~1.00x).
 """
@@ -46,11 +49,14 @@ if not os.path.realpath(toolfs.__file__).startswith(os.path.realpath(sys.argv[1]
     raise SystemExit(f"toolfs came from {toolfs.__file__}, not from {sys.argv[1]}")
 from bench_latency import MARK_A, MARK_B, Careful, Toggle, make_text
 
-op, size, base = sys.argv[2], int(sys.argv[3]), sys.argv[4]
+op, size, base, siblings = sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 text_a = make_text(size, MARK_A)
 text_b = text_a.replace(MARK_A, MARK_B)
 for d in ("tfs", "careful"):
     os.makedirs(os.path.join(base, d))
+for n in range(siblings):  # other files in the directory, never written here
+    with open(os.path.join(base, "tfs", f"sibling{n}.txt"), "w") as f:
+        f.write("x\n")
 ws = toolfs.Workspace(os.path.join(base, "tfs"))
 ws.write("f.txt", text_a)
 ws.read("f.txt")
@@ -100,6 +106,8 @@ def main() -> None:
                              "(default: this checkout's own)")
     parser.add_argument("--op", choices=("edit", "write"), default="edit")
     parser.add_argument("--size", type=int, default=1024, help="file size in bytes")
+    parser.add_argument("--siblings", type=int, default=0,
+                        help="other files in the toolfs directory (never written)")
     parser.add_argument("--bursts", type=int, default=40,
                         help="bursts of 100 calls per build, the first a warm-up")
     parser.add_argument("--tiny", action="store_true", help="3 bursts of 5 (smoke test)")
@@ -113,7 +121,8 @@ def main() -> None:
             base = os.path.join(tmp, str(n))
             os.makedirs(base)
             procs.append(subprocess.Popen(
-                [sys.executable, "-c", _WORKER, str(src), args.op, str(args.size), base],
+                [sys.executable, "-c", _WORKER, str(src), args.op, str(args.size), base,
+                 str(args.siblings)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=HERE,
                 env={**os.environ, "PYTHONPATH": str(HERE)}))
         try:
@@ -135,7 +144,9 @@ def main() -> None:
                     proc.stdin.close()
                 proc.wait()
 
-    print(f"## local {args.op} of {args.size:,} bytes: this checkout vs {args.base}\n")
+    beside = f", {args.siblings:,} other files beside it" if args.siblings else ""
+    print(f"## local {args.op} of {args.size:,} bytes{beside}: this checkout vs "
+          f"{args.base}\n")
     print(f"{machine_facts()}\n")
     rows, ratios = [], []
     for (name, _), triples in zip(builds, samples, strict=True):

@@ -1,13 +1,16 @@
 """A crashed write's temp file is removed by the next write of the same name, also when
 this store skipped the directory scan on its writes just before (it does so only while
-the directory's mtime and ctime are the ones its own last write left)."""
+the directory's mtime and ctime are the ones its own last write there left, whichever
+file that wrote)."""
 
 from __future__ import annotations
 
 import os
 import pathlib
+from typing import Any
 
 import toolfs
+from toolfs.backends import local
 from toolfs.backends.local import temp_prefix
 
 
@@ -53,3 +56,53 @@ def test_a_failed_write_forgets_the_clean_state(tmp_path: pathlib.Path) -> None:
     ws.write("a.txt", "mine\n")
     assert not left.exists()
     assert sorted(os.listdir(tmp_path)) == ["a.txt"]
+
+
+def _counting_listdir(monkeypatch: Any) -> list[object]:
+    calls: list[object] = []
+    real = os.listdir
+
+    def listdir(path: Any = ".") -> list[str]:
+        calls.append(path)
+        return real(path)
+
+    monkeypatch.setattr(local.os, "listdir", listdir)
+    return calls
+
+
+def test_writes_of_several_files_in_one_directory_scan_it_once(
+        tmp_path: pathlib.Path, monkeypatch: Any) -> None:
+    """The directory's stamps after this store's last write there, of any name, spare
+    the next write's scan, whichever file it writes (an agent editing files side by
+    side)."""
+    ws = toolfs.Workspace(str(tmp_path), policy=None)
+    for n in range(200):
+        (tmp_path / f"sibling{n}.txt").write_text("x\n")
+    scans = _counting_listdir(monkeypatch)
+    for n in range(10):
+        for name in ("a.txt", "b.txt", "c.txt"):
+            ws.write(name, f"{name} {n}\n")
+    assert len(scans) == 1, scans  # the first write only
+    left = _leftover(tmp_path, "b.txt", 3)  # a writer in another process crashed
+    ws.write("a.txt", "a again\n")  # the directory changed: scanned, b's temp kept
+    assert len(scans) == 2 and left.exists()
+    ws.write("c.txt", "c again\n")  # no scan: it knows b's temp is there
+    ws.write("b.txt", "b again\n")  # no scan either, and b's own temp is removed
+    assert len(scans) == 2 and not left.exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("sibling")) \
+        == ["a.txt", "b.txt", "c.txt"]
+
+
+def test_many_leftovers_of_other_names_are_scanned_for_again(
+        tmp_path: pathlib.Path, monkeypatch: Any) -> None:
+    """More temp files of other names than a store remembers: each write scans again,
+    and each name's write still removes exactly its own."""
+    ws = toolfs.Workspace(str(tmp_path), policy=None)
+    ws.write("a.txt", "a\n")
+    many = [_leftover(tmp_path, f"z{n}.txt", n) for n in range(local._LEFTOVERS_MEMORY + 1)]
+    scans = _counting_listdir(monkeypatch)
+    ws.write("a.txt", "a2\n")
+    ws.write("a.txt", "a3\n")
+    assert len(scans) == 2 and all(p.exists() for p in many)
+    ws.write("z0.txt", "z\n")
+    assert not many[0].exists() and all(p.exists() for p in many[1:])

@@ -15,8 +15,10 @@ A crash at any point leaves the old or the new content, never a torn file. A cra
 between 3 and 5 can leave a temp file (``.NAME.toolfs-tmp-*``, or a hashed name for
 names too long to extend); it is never listed or read, and the next successful write of
 NAME removes it. That write looks for leftovers (a ``listdir``, O(directory)) unless this
-store's own last write of NAME there left the directory with the mtime and ctime it still
-has: creating a temp file changes both, so nothing can have been left since. (On a
+store's own last write in that directory, of any name, left it with the mtime and ctime it
+still has: creating a temp file changes both, so nothing can have been left since. That
+write remembers the temp files of other names it saw there (left to their own names'
+writes), so a write that skips the ``listdir`` still removes its own. (On a
 filesystem whose directory timestamps are coarser than the time between two writes, a
 temp file created in the same tick as that write is removed by the first write of NAME
 after the directory changes again, or by another store's first write.)
@@ -60,7 +62,8 @@ _NAME_MAX = 255
 _TMP_RANDOM = 12  # hex characters of randomness after the prefix
 _TMP_MASK = (1 << (4 * _TMP_RANDOM)) - 1
 _TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-_CLEAN_MEMORY = 4096  # directories (per file name) a store remembers as swept
+_CLEAN_MEMORY = 4096  # directories a store remembers as swept
+_LEFTOVERS_MEMORY = 64  # other names' temp files remembered per directory, at most
 
 
 def _pread(fd: int, length: int, offset: int) -> bytes:
@@ -158,13 +161,15 @@ class LocalStore(Store):
         self._root_id = (st.st_dev, st.st_ino)
         self._prefix = self._root_dir if self._root_dir.endswith(os.sep) else \
             self._root_dir + os.sep
-        # (dev, inode, name) -> the directory's (mtime_ns, ctime_ns) just after this
-        # store's last write of `name` there left no temp file behind. Creating a temp
+        # (dev, inode) of a directory -> its (mtime_ns, ctime_ns) just after this store's
+        # last write there, and the temp files of other names it then held (leftovers
+        # that only their own names' writes remove; almost always none). Creating a temp
         # file changes the directory's mtime and ctime, so a later write that finds the
         # same stamps knows nothing was created there since (a crashed writer's temp
-        # file included) and skips the `listdir`. Bounded: dropped whole when full (the
-        # next writes sweep again).
-        self._clean: dict[tuple[int, int, str], tuple[int, int]] = {}
+        # file included): it removes its own name's remembered leftovers, if any, and
+        # skips the `listdir`, whichever file of the directory it writes. Bounded:
+        # dropped whole when full (the next writes sweep again).
+        self._clean: dict[tuple[int, int], tuple[int, int, tuple[str, ...]]] = {}
 
     # -- path walking ---------------------------------------------------------------
 
@@ -529,9 +534,15 @@ class LocalStore(Store):
             elif type(mode) is Create:
                 raise fs_error("stale", f"{path} was created by someone else",
                                path=path)
-            key = (dir_st.st_dev, dir_st.st_ino, name)
-            if self._clean.pop(key, None) != (dir_st.st_mtime_ns, dir_st.st_ctime_ns):
-                _remove_leftovers(dfd, name)
+            key = (dir_st.st_dev, dir_st.st_ino)
+            swept = self._clean.pop(key, None)
+            if swept is None or swept[0] != dir_st.st_mtime_ns \
+                    or swept[1] != dir_st.st_ctime_ns:
+                others = _remove_leftovers(dfd, name, os.listdir(dfd))
+            elif swept[2]:  # the directory as this store left it, with others' leftovers
+                others = _remove_leftovers(dfd, name, swept[2])
+            else:
+                others = ()
             tmp, fd = _create_temp(dfd, name)
             try:
                 try:
@@ -577,7 +588,8 @@ class LocalStore(Store):
             dir_st = os.fstat(dfd)
             if len(self._clean) >= _CLEAN_MEMORY:
                 self._clean.clear()
-            self._clean[key] = (dir_st.st_mtime_ns, dir_st.st_ctime_ns)
+            if len(others) <= _LEFTOVERS_MEMORY:  # else the next write lists them again
+                self._clean[key] = (dir_st.st_mtime_ns, dir_st.st_ctime_ns, others)
         except FsError:
             raise
         except OSError as exc:
@@ -670,13 +682,19 @@ _reseed_temp_serials()
 os.register_at_fork(after_in_child=_reseed_temp_serials)
 
 
-def _remove_leftovers(dfd: int, name: str) -> None:
-    """Remove temp files of ``name`` left by a crashed writer (we hold the lock)."""
+def _remove_leftovers(dfd: int, name: str, entries: Iterable[str]) -> tuple[str, ...]:
+    """Remove, of ``entries`` (names in the directory ``dfd``), the temp files of
+    ``name`` left by a crashed writer (we hold the lock); the temp files of other names
+    among them, which are left to those names' own writes."""
     prefix = temp_prefix(name)
-    for entry in os.listdir(dfd):
+    others = []
+    for entry in entries:
         if entry.startswith(prefix):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(entry, dir_fd=dfd)
+        elif is_temp_name(entry):
+            others.append(entry)
+    return tuple(others)
 
 
 def _translate(exc: OSError, path: str) -> FsError:
