@@ -106,3 +106,49 @@ def test_many_leftovers_of_other_names_are_scanned_for_again(
     assert len(scans) == 2 and all(p.exists() for p in many)
     ws.write("z0.txt", "z\n")
     assert not many[0].exists() and all(p.exists() for p in many[1:])
+
+
+def test_parallel_writes_of_several_names_each_remove_their_own_leftovers(
+        tmp_path: pathlib.Path) -> None:
+    """Parallel calls of one context writing side by side in one directory while crashed
+    writers leave temp files of every name: once each name is written again, none is
+    left."""
+    import fcntl
+    import threading
+
+    ws = toolfs.Workspace(str(tmp_path), policy=None)
+    names = ("a.txt", "b.txt", "c.txt")
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer(name: str) -> None:
+        n = 0
+        try:
+            while not stop.is_set():
+                ws.write(name, f"{name} {n}\n")
+                n += 1
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(name,)) for name in names]
+    for t in threads:
+        t.start()
+    try:
+        for n in range(60):
+            # A writer that crashes leaves its temp file while it holds the directory's
+            # lock, as every toolfs writer does.
+            dfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                fcntl.flock(dfd, fcntl.LOCK_EX)
+                _leftover(tmp_path, names[n % 3], 1000 + n)
+            finally:
+                os.close(dfd)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    for name in names:
+        ws.write(name, f"{name} last\n")
+    assert sorted(os.listdir(tmp_path)) == sorted(names)
+    assert all((tmp_path / name).read_text() == f"{name} last\n" for name in names)

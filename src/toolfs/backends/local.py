@@ -16,12 +16,13 @@ between 3 and 5 can leave a temp file (``.NAME.toolfs-tmp-*``, or a hashed name 
 names too long to extend); it is never listed or read, and the next successful write of
 NAME removes it. That write looks for leftovers (a ``listdir``, O(directory)) unless this
 store's own last write in that directory, of any name, left it with the mtime and ctime it
-still has: creating a temp file changes both, so nothing can have been left since. That
-write remembers the temp files of other names it saw there (left to their own names'
-writes), so a write that skips the ``listdir`` still removes its own. (On a
-filesystem whose directory timestamps are coarser than the time between two writes, a
-temp file created in the same tick as that write is removed by the first write of NAME
-after the directory changes again, or by another store's first write.)
+still has: creating a temp file changes both, so nothing can have been left since (a
+writer creates its temp file only while it holds the directory's lock, never during
+another's write). That write remembers the temp files of other names it saw there (left
+to their own names' writes), so a write that skips the ``listdir`` still removes its
+own. (On a filesystem whose directory timestamps are coarser than the time between two
+writes, a temp file created in the same tick as that write is removed by the first write
+of NAME after the directory changes again, or by another store's first write.)
 
 Only regular files are read or replaced: a FIFO, socket or device is opened with
 ``O_NONBLOCK`` and refused (``not_a_file``) before anything is read from it, so no call
