@@ -60,10 +60,9 @@ Subscriber = Callable[[FsEvent], None]
 # AuditLog.record), which is every workspace's default: two events per write.
 _Record = tuple[EventType, str, Operation, str, FileVersion | None, FileVersion | None,
                 str | None, float]
-_FIELDS = ("type", "context_id", "operation", "path", "version_before", "version_after",
-           "reason", "at")
+_FIELDS = tuple(FsEvent.model_fields)
 # The fields a validated FsEvent(...) call names (``at`` comes from its default).
-EVENT_FIELDS_SET = frozenset(_FIELDS[:-1])
+EVENT_FIELDS_SET = frozenset(_FIELDS) - {"at"}
 
 
 def _event_of(record: _Record) -> FsEvent:
