@@ -1,10 +1,11 @@
 """The numbered text of a read, built in bulk, equals the line-by-line definition.
 
 ``render`` builds a read's text without Python work per line (cached number prefixes,
-one join, a bisection for the budget). These tests compare it with the plain definition
-(``number_line`` per line, whole lines while they fit) wherever the bulk path has an
-edge: the end of the prefix cache, numbers wider than six digits, long lines that must
-be cut, and budgets that cut the window anywhere.
+one join; the budget's cut found in that text, or by a bisection over the lines'
+lengths). These tests compare it with the plain definition (``number_line`` per line,
+whole lines while they fit) wherever the bulk path has an edge: the end of the prefix
+cache, numbers wider than six digits, long lines that must be cut, and budgets that
+cut the window anywhere.
 """
 
 from __future__ import annotations
@@ -115,3 +116,27 @@ def test_a_read_that_just_fits_or_just_does_not_is_cut_by_its_lines(size: str) -
         assert len(text) <= budget
         body = text.split("\n\n")[0]
         assert body == _by_definition(r, budget).split("\n\n")[0]
+
+
+@pytest.mark.parametrize("start", [1, 9_990, _WIDE_NUMBERS - 300])
+def test_a_cut_found_in_the_numbered_text_is_the_bisected_cut(start: int) -> None:
+    """A plain window whose numbered text is at most about twice the budget is numbered
+    whole and cut at its last newline within the budget; the number after that newline
+    names the first line left out. Every budget from "nothing fits" to "all fits" gives
+    the text of the bisection over the lines' lengths (the path a size too large for
+    that bound takes, pinned to the definition above), with lines that look like
+    prefixes (digits, tabs, empty)."""
+    rng = random.Random(start)
+    lines = [rng.choice(["", "\t", "   12\t", "999999\tx", "z" * rng.randrange(1, 40)])
+             for _ in range(300)]
+    for total in (start + 299, start + 5_000):  # the window is the file's end, or not
+        r = _result(start, lines, total)
+        bisected = r.model_copy(update={"size": 10**9})
+        whole = len(_numbered_lines(start, lines))
+        budgets = sorted({*range(_FOOTER_ROOM - 2, _FOOTER_ROOM + 40),
+                          *range(whole // 2, whole // 2 + 60),
+                          *range(whole - 5, whole + 80)})
+        for budget in budgets:
+            text = render_read(r, budget)
+            assert len(text) <= budget
+            assert text == render_read(bisected, budget), budget

@@ -157,32 +157,47 @@ def _span(start: int, end: int) -> str:
 
 
 class _PlainWidths:
-    """The lengths of lines that need no per-line care; their running totals are made
+    """Lines that need no per-line care; the running totals of their lengths are made
     only if a bound on their sum cannot tell that every line fits."""
 
-    __slots__ = ("_running", "lengths")
+    __slots__ = ("_running", "lines")
 
-    def __init__(self, lengths: list[int]) -> None:
-        self.lengths = lengths
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
         self._running: list[int] | None = None
 
     def running(self) -> list[int]:
         if self._running is None:
-            self._running = list(itertools.accumulate(self.lengths))
+            self._running = list(itertools.accumulate(map(len, self.lines)))
         return self._running
 
 
 def _plain_widths(start: int, lines: list[str], limits: _Limits,
                   cut_lines: dict[int, Any] | None = None) -> _PlainWidths | None:
-    """The widths of ``lines`` when they need no per-line care (none is cut, none is
-    too long, every number fits 6 digits), else ``None``. Computed in C (``map``,
-    ``max``), with no Python work per line."""
+    """A :class:`_PlainWidths` of ``lines`` when they need no per-line care (none is
+    cut, none is too long, every number fits 6 digits), else ``None``. Checked in C
+    (``max`` over ``map``), with no Python work per line."""
     if cut_lines or not lines or start + len(lines) > _WIDE_NUMBERS:
         return None
-    lengths = list(map(len, lines))
-    if max(lengths) > limits.line:
+    if max(map(len, lines)) > limits.line:
         return None
-    return _PlainWidths(lengths)
+    return _PlainWidths(lines)
+
+
+def _plain_cut(body: str, start: int, count: int, room: int) -> tuple[int, int]:
+    """How many leading lines of ``body`` (the numbered text of ``count`` plain lines
+    from ``start``) fit in ``room`` characters, and where their text ends in ``body``.
+
+    Every newline of a plain body ends a line and is followed by the next line's
+    ``"{:>6}\t"`` prefix, so the last newline within ``room`` both ends the fitting
+    text and names, in the number after it, the first line that does not fit: a search
+    and a parse, not a pass over the lines' lengths."""
+    if len(body) <= room:
+        return count, len(body)
+    end = body.rfind("\n", 0, room + 1)
+    if end < 0:
+        return 0, 0
+    return int(body[end + 1:end + 7]) - start, end
 
 
 def _fit(start: int, lines: list[str], limits: _Limits, room: int,
@@ -236,7 +251,10 @@ def _read_view(r: ReadResult, max_chars: int) -> tuple[str, list[str], bool]:
         return (f"(Offset {r.start_line} is past the end of {path}: the file has "
                 f"{_plural(r.total_lines, 'line')}. {use})"), [], False
     widths = _plain_widths(r.start_line, r.lines, limits, r.cut_lines)
-    # The lines hold no more characters than the file has bytes.
+    # The lines hold no more characters than the file has bytes, so ``size`` bounds the
+    # numbered text of the window.
+    if widths is not None and r.size + 8 * len(r.lines) <= 2 * max_chars:
+        return _plain_read_view(r, max_chars)
     shown = _fit(r.start_line, r.lines, limits, max_chars, r.cut_lines, widths, r.size)
     if len(shown) == len(r.lines):  # a cut body is never built: it is cut again below
         footer = _read_footer(r, r.start_line + len(shown) - 1, cut=False,
@@ -251,6 +269,23 @@ def _read_view(r: ReadResult, max_chars: int) -> tuple[str, list[str], bool]:
     body = _numbered_lines(r.start_line, shown)
     footer = _read_footer(r, r.start_line + len(shown) - 1, cut=True, max_chars=max_chars)
     return f"{body}\n\n{footer}", shown, True
+
+
+def _plain_read_view(r: ReadResult, max_chars: int) -> tuple[str, list[str], bool]:
+    """:func:`_read_view` of plain lines whose numbered text is at most about twice the
+    budget: it is built once, whole, and cut where it exceeds the budget."""
+    start, lines = r.start_line, r.lines
+    body = _numbered_lines(start, lines)
+    if len(body) <= max_chars:
+        footer = _read_footer(r, start + len(lines) - 1, cut=False, max_chars=max_chars)
+        text = f"{body}\n\n{footer}" if footer else body
+        if len(text) <= max_chars:
+            return text, lines, False
+    count, end = _plain_cut(body, start, len(lines), max_chars - _FOOTER_ROOM)
+    text = body[:end]
+    del body  # so that the footer is appended in place (one large string at a time)
+    text += "\n\n" + _read_footer(r, start + count - 1, cut=True, max_chars=max_chars)
+    return text, lines[:count], True
 
 
 def _read_footer(r: ReadResult, end: int, *, cut: bool, max_chars: int) -> str:
