@@ -13,19 +13,27 @@ text plus ``MemoryFileSystem.pipe_file`` (the bare work of an edit in memory); f
 read, ``open`` + ``read`` + ``decode`` + ``splitlines`` (memory: ``cat_file`` + the
 same). No assertions: it prints a Markdown table and which targets held.
 
-Usage: ``python benchmarks/bench_calls.py [--tiny]``.
+With ``--base OTHER/src`` it compares builds instead: this checkout's toolfs time of each
+call against another build's (say ``git worktree add /tmp/base HEAD~1``), each in its
+own process, taking turns in bursts in one run.
+
+Usage: ``python benchmarks/bench_calls.py [--tiny] [--base OTHER/src]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import fsspec
 
@@ -34,6 +42,8 @@ from _common import fmt_us, machine_facts, markdown_table, median_us, ratio
 
 EDIT_TARGET_US = 100.0
 READ_TARGET_US = 300.0
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parent / "src"
 MARK_A, MARK_B = "MARKER_ALPHA_0001", "MARKER_OMEGA_0002"
 
 
@@ -68,8 +78,12 @@ def interleaved(calls: int, rounds: int, *fns: Callable[[], object]) -> list[lis
     return out
 
 
-def edit_chain(calls: int, rounds: int) -> tuple[float, float]:
-    """(toolfs µs, bare µs) per edit of a ~50 KB file in memory."""
+Calls = tuple[Callable[[], object], Callable[[], object], Callable[[], None]]
+"""A call's (toolfs, bare, clean-up)."""
+
+
+def edit_chain_calls() -> Calls:
+    """Edits of a ~50 KB file in memory, each following the previous one."""
     text = source_text(1_000, MARK_A)  # ~50 KB
     root = f"memory://bench-calls-{uuid.uuid4().hex[:8]}"
     ws = toolfs.Workspace(root)
@@ -90,15 +104,11 @@ def edit_chain(calls: int, rounds: int) -> tuple[float, float]:
         fs.pipe_file(bare_path, current.replace(bare_flip[0], bare_flip[1], 1).encode())
         bare_flip.reverse()
 
-    for _ in range(20):
-        tool()
-        bare()
-    t, b = interleaved(calls, rounds, tool, bare)
-    return median_us(t), median_us(b)
+    return tool, bare, lambda: None
 
 
-def execute_read(backend: str, calls: int, rounds: int) -> tuple[float, float]:
-    """(toolfs µs, bare µs) per ``execute("read")`` of a 2,000-line file."""
+def execute_read_calls(backend: str) -> Calls:
+    """``execute("read")`` of a 2,000-line file, on ``backend`` (memory or local)."""
     text = source_text(2_000, MARK_A)
     tmp: str | None = None
     if backend == "local":
@@ -127,37 +137,127 @@ def execute_read(backend: str, calls: int, rounds: int) -> tuple[float, float]:
         output = ws.execute("read", args)
         assert not output.is_error, output.text
 
+    def clean() -> None:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    return tool, bare, clean
+
+
+CALLS: dict[str, tuple[str, Callable[[], Calls], float]] = {
+    "edit": ("memory edit chain, 50 KB", edit_chain_calls, EDIT_TARGET_US),
+    "read-memory": ('execute("read"), 2,000 lines, memory',
+                    lambda: execute_read_calls("memory"), READ_TARGET_US),
+    "read-local": ('execute("read"), 2,000 lines, local',
+                   lambda: execute_read_calls("local"), READ_TARGET_US),
+}
+"""Each call: its label, how it is made, its target (µs, median)."""
+
+
+def measure(make: Callable[[], Calls], calls: int, rounds: int) -> tuple[float, float]:
+    """(toolfs µs, bare µs): medians of ``calls * rounds`` calls of each, interleaved."""
+    tool, bare, clean = make()
     try:
         for _ in range(20):
             tool()
             bare()
         t, b = interleaved(calls, rounds, tool, bare)
     finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+        clean()
     return median_us(t), median_us(b)
+
+
+# One build's process for --base: reads "<call> <count>" per line, answers with that
+# many toolfs timings (ns) of the call (made once, on its first burst).
+_WORKER = r"""
+import gc, json, os, sys
+sys.path.insert(0, sys.argv[1])
+import toolfs
+if not os.path.realpath(toolfs.__file__).startswith(os.path.realpath(sys.argv[1])):
+    raise SystemExit(f"toolfs came from {toolfs.__file__}, not from {sys.argv[1]}")
+import bench_calls
+
+made = {}
+try:
+    for line in sys.stdin:
+        name, count = line.split()
+        if name not in made:
+            made[name] = bench_calls.CALLS[name][1]()
+            for _ in range(20):
+                made[name][0]()
+        gc.disable()
+        try:
+            samples = bench_calls.timed(made[name][0], int(count))
+        finally:
+            gc.enable()
+        print(json.dumps(samples), flush=True)
+finally:
+    for _, _, clean in made.values():
+        clean()
+"""
+
+
+def compare_builds(base: Path, calls: int, rounds: int) -> None:
+    """Each call's toolfs time in this checkout and in ``base`` (a ``src`` directory),
+    in two processes that take turns in bursts of ``calls``, who goes first flipping
+    each burst; the first burst of each call is a warm-up."""
+    builds = [("this checkout", SRC), (f"base ({base})", base)]
+    procs = [subprocess.Popen([sys.executable, "-c", _WORKER, str(src)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              cwd=HERE, env={**os.environ, "PYTHONPATH": str(HERE)})
+             for _, src in builds]
+    rows: list[list[object]] = []
+    try:
+        for name, (label, _, _) in CALLS.items():
+            samples: list[list[int]] = [[] for _ in builds]
+            for k in range(rounds + 1):
+                for j in (0, 1) if k % 2 else (1, 0):
+                    proc = procs[j]
+                    assert proc.stdin is not None and proc.stdout is not None
+                    proc.stdin.write(f"{name} {calls}\n")
+                    proc.stdin.flush()
+                    answer = proc.stdout.readline()
+                    if not answer:
+                        raise SystemExit(f"the {builds[j][0]} worker stopped")
+                    if k:
+                        samples[j] += json.loads(answer)
+            mine, theirs = (median_us(x) for x in samples)
+            rows.append([label, len(samples[0]), fmt_us(mine), fmt_us(theirs),
+                         ratio(mine, theirs)])
+    finally:
+        for proc in procs:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait()
+    print(f"## Per-call cost: this checkout vs {base}")
+    print()
+    print(machine_facts())
+    print()
+    print(markdown_table(["call", "n per build", "this checkout µs (median)",
+                          "base µs (median)", "this / base"], rows))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tiny", action="store_true", help="a few calls (smoke test)")
+    parser.add_argument("--base", type=Path, default=None,
+                        help="the src directory of another build: compare its toolfs "
+                             "times with this checkout's, in one run")
     args = parser.parse_args(argv)
     calls, rounds = (10, 2) if args.tiny else (500, 6)
+    if args.base is not None:
+        compare_builds(args.base.resolve(), calls, 2 * rounds)
+        return 0
 
     rows: list[list[object]] = []
     held: list[str] = []
-    edit_us, edit_bare = edit_chain(calls, rounds)
-    rows.append(["memory edit chain, 50 KB", calls * rounds, fmt_us(edit_us),
-                 fmt_us(edit_bare), ratio(edit_us, edit_bare), f"≤ {EDIT_TARGET_US:.0f} µs",
-                 "yes" if edit_us <= EDIT_TARGET_US else "**no**"])
-    held.append("yes" if edit_us <= EDIT_TARGET_US else "no")
-    for backend in ("memory", "local"):
-        read_us, read_bare = execute_read(backend, calls, rounds)
-        rows.append([f'execute("read"), 2,000 lines, {backend}', calls * rounds,
-                     fmt_us(read_us), fmt_us(read_bare), ratio(read_us, read_bare),
-                     f"≤ {READ_TARGET_US:.0f} µs",
-                     "yes" if read_us <= READ_TARGET_US else "**no**"])
-        held.append("yes" if read_us <= READ_TARGET_US else "no")
+    for label, make, target in CALLS.values():
+        us, bare_us = measure(make, calls, rounds)
+        met = "yes" if us <= target else "no"
+        rows.append([label, calls * rounds, fmt_us(us), fmt_us(bare_us),
+                     ratio(us, bare_us), f"≤ {target:.0f} µs",
+                     "yes" if met == "yes" else "**no**"])
+        held.append(met)
 
     print(f"## Per-call cost{' (--tiny: smoke test only)' if args.tiny else ''}")
     print()

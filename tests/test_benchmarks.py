@@ -122,3 +122,12 @@ def test_bench_calls() -> None:
     done = run("bench_calls.py")
     assert_table(done)
     assert "memory edit chain, 50 KB" in done.stdout and "2,000 lines, local" in done.stdout
+
+
+def test_bench_calls_builds() -> None:
+    # --base with this checkout's own src: the build is compared with itself.
+    done = run("bench_calls.py", "--base", str(BENCHMARKS.parent / "src"))
+    assert_table(done)
+    for label in ("memory edit chain, 50 KB", '2,000 lines, memory', '2,000 lines, local'):
+        assert re.search(rf"\| [^|]*{re.escape(label)} *\| +40 \|.*\| +\d+\.\d\dx \|$",
+                         done.stdout, re.M), done.stdout
