@@ -278,6 +278,31 @@ def test_edit_over_cap_through_execute_does_not_build_the_text(backend: Backend)
     assert backend.get("x.txt") == b"x" * 40_000
 
 
+@CHEAP
+@pytest.mark.parametrize("bom", [False, True])
+def test_a_large_edit_holds_two_copies_of_the_file_at_a_time(backend: Backend,
+                                                             bom: bool) -> None:
+    """Beyond the observed bytes (the ledger's copy), an edit holds the old and the new
+    text while it replaces, the new text and its bytes while it encodes, and the new
+    bytes and the store's read-back while it commits: two copies of the file at a time.
+    The memory store's check takes a copy of the current bytes of its own (one more)."""
+    size = 4 * MiB
+    body = b"".join(b"line %07d of a large file to edit\n" % i for i in range(size // 36))
+    backend.put("big.txt", (BOM if bom else b"") + body)
+    ws = backend.workspace()
+    ws.read("big.txt")
+    middle = b"line %07d" % (size // 72)
+    tracemalloc.start()
+    try:
+        ws.edit("big.txt", middle.decode(), "LINE", replace_all=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert backend.get("big.txt") == (BOM if bom else b"") + body.replace(middle, b"LINE")
+    copies = 3 if backend.name == "memory" else 2
+    assert peak < copies * len(body) + MiB, peak / len(body)
+
+
 # -- item 10/16: streamed reads keep a bounded prefix of each line -----------------------
 
 

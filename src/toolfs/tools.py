@@ -161,13 +161,22 @@ def edit_file(fs: PolicyFileSystem, file_path: str, old_string: str, new_string:
             raise
         # The rest of the file was valid text when read; only new_string is new.
         _check_text(new_string, f.path)
-        commit = f.commit(doc.encode(outcome.text), operation="edit")
-    # The text before the first change is unchanged: its line is the first match's.
-    start, snippet = lines_around(outcome.text, *outcome.first_span, SNIPPET_CONTEXT,
-                                  start_line=outcome.lines[0])
+        # The text before the first change is unchanged: its line is the first match's.
+        start, snippet = lines_around(outcome.text, *outcome.first_span, SNIPPET_CONTEXT,
+                                      start_line=outcome.lines[0])
+        # Each text is a whole file's worth of memory: the old one goes before the new
+        # bytes are made, the new one before the store reads the file back to check it,
+        # so that an edit holds two copies of the file at a time, not four.
+        count, lines, bom, text = outcome.count, outcome.lines, doc.bom, outcome.text
+        del doc, outcome
+        new_data = text.encode("utf-8")  # valid: checked text around checked new_string
+        del text
+        if bom:
+            new_data = BOM + new_data
+        commit = f.commit(new_data, operation="edit")
     return trusted(EditResult, _EDIT_SET, {
-        "path": commit.path, "replacements": outcome.count, "replace_all": replace_all,
-        "version": commit.version, "lines": outcome.lines, "snippet": snippet,
+        "path": commit.path, "replacements": count, "replace_all": replace_all,
+        "version": commit.version, "lines": lines, "snippet": snippet,
         "snippet_start": start})
 
 
