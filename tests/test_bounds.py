@@ -285,7 +285,7 @@ def test_a_large_edit_holds_two_copies_of_the_file_at_a_time(backend: Backend,
     """Beyond the observed bytes (the ledger's copy), an edit holds the old and the new
     text while it replaces, the new text and its bytes while it encodes, and the new
     bytes and the store's read-back while it commits: two copies of the file at a time.
-    The memory store's check takes a copy of the current bytes of its own (one more)."""
+    (The memory store's read-back is its file's own bytes, not a copy.)"""
     size = 4 * MiB
     body = b"".join(b"line %07d of a large file to edit\n" % i for i in range(size // 36))
     backend.put("big.txt", (BOM if bom else b"") + body)
@@ -299,8 +299,7 @@ def test_a_large_edit_holds_two_copies_of_the_file_at_a_time(backend: Backend,
     finally:
         tracemalloc.stop()
     assert backend.get("big.txt") == (BOM if bom else b"") + body.replace(middle, b"LINE")
-    copies = 3 if backend.name == "memory" else 2
-    assert peak < copies * len(body) + MiB, peak / len(body)
+    assert peak < 2 * len(body) + MiB, peak / len(body)
 
 
 # -- item 10/16: streamed reads keep a bounded prefix of each line -----------------------
@@ -325,8 +324,8 @@ def _put_big(backend: Backend, rel: str, line_bytes: int, rest: bytes) -> None:
 def test_streamed_read_of_a_100_mib_line_is_bounded(backend: Backend, offset: int) -> None:
     n = 100 * MiB
     _put_big(backend, "one.txt", n, b"\r\nsecond\n")
-    # MemoryStore.get copies (and hashes) the whole file for every block it serves, so
-    # large blocks keep that backend's cost down; its copy is not the read path's memory.
+    # MemoryStore.get hashes the whole file for every block it serves (it holds no
+    # version but the content's digest), so large blocks keep that backend's cost down.
     memory = backend.name == "memory"
     block = 8 * MiB if memory else 256 * 1024
     ws = backend.workspace(block_size=block)
@@ -341,7 +340,7 @@ def test_streamed_read_of_a_100_mib_line_is_bounded(backend: Backend, offset: in
     # The line is 100 MiB: never held whole, never re-joined block after block.
     # A few copies of a block are in flight (store, ObservedFile, the line's piece and
     # its decoded text); the old scan peaked at over 3 x the line.
-    assert peak < (n if memory else 0) + 8 * block + 4 * MiB
+    assert peak < 8 * block + 4 * MiB
     if offset == 1:
         assert v.lines == ["x" * tools.STREAM_LINE_CHARS]
         assert v.cut_lines == {1: LineCut(chars=n, bytes=n)}

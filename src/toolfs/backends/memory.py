@@ -44,7 +44,9 @@ class MemoryStore(Store):
                 raise fs_error("not_a_file", f"{path} is a directory", path=path)
             self._check_ancestors(path)
             return None
-        return bytes(entry.getbuffer())
+        # The BytesIO's own bytes, not a copy: a later write to it copies them first,
+        # so these stay the bytes they are now.
+        return entry.getvalue()  # type: ignore[no-any-return]
 
     def _check_ancestors(self, path: str) -> None:
         """``not_a_file`` if a directory above ``path`` is in fact a file."""
