@@ -131,3 +131,11 @@ def test_bench_calls_builds() -> None:
     for label in ("memory edit chain, 50 KB", '2,000 lines, memory', '2,000 lines, local'):
         assert re.search(rf"\| [^|]*{re.escape(label)} *\| +40 \|.*\| +\d+\.\d\dx \|$",
                          done.stdout, re.M), done.stdout
+
+
+def test_bench_fused_edit() -> None:
+    # The script exits non-zero if the fused edit answers differently from ws.edit.
+    done = run("bench_fused_edit.py")
+    assert_table(done)
+    assert "| fused (one function)" in done.stdout, done.stdout
+    assert re.search(r"the layers' share: -?\d+\.\d{3}x", done.stdout), done.stdout
