@@ -6,11 +6,14 @@ The scripts run as ``python benchmarks/bench_*.py``, so this directory is on
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -82,3 +85,15 @@ def machine_facts() -> str:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return (f"machine: {cpus} CPUs ({cpu}), Python {platform.python_version()} "
             f"({sys.implementation.name}), {platform.system()} {platform.release()}")
+
+
+def ask_worker(proc: subprocess.Popen[str], request: str, who: str) -> Any:
+    """Send one request line to a benchmark's worker process (one build's, in the
+    ``*_builds`` comparisons); its answer, one line of JSON."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(request + "\n")
+    proc.stdin.flush()
+    answer = proc.stdout.readline()
+    if not answer:
+        raise SystemExit(f"the {who} worker stopped")
+    return json.loads(answer)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import shutil
 import subprocess
@@ -38,7 +37,7 @@ from pathlib import Path
 import fsspec
 
 import toolfs
-from _common import fmt_us, machine_facts, markdown_table, median_us, ratio
+from _common import ask_worker, fmt_us, machine_facts, markdown_table, median_us, ratio
 
 EDIT_TARGET_US = 100.0
 READ_TARGET_US = 300.0
@@ -212,15 +211,9 @@ def compare_builds(base: Path, calls: int, rounds: int) -> None:
             samples: list[list[int]] = [[] for _ in builds]
             for k in range(rounds + 1):
                 for j in (0, 1) if k % 2 else (1, 0):
-                    proc = procs[j]
-                    assert proc.stdin is not None and proc.stdout is not None
-                    proc.stdin.write(f"{name} {calls}\n")
-                    proc.stdin.flush()
-                    answer = proc.stdout.readline()
-                    if not answer:
-                        raise SystemExit(f"the {builds[j][0]} worker stopped")
+                    answer = ask_worker(procs[j], f"{name} {calls}", builds[j][0])
                     if k:
-                        samples[j] += json.loads(answer)
+                        samples[j] += answer
             mine, theirs = (median_us(x) for x in samples)
             rows.append([label, len(samples[0]), fmt_us(mine), fmt_us(theirs),
                          ratio(mine, theirs)])

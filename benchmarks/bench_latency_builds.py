@@ -26,7 +26,6 @@ method: ~1.00x).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -34,7 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import machine_facts, markdown_table
+from _common import ask_worker, machine_facts, markdown_table
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
@@ -129,15 +128,9 @@ def main() -> None:
             for k in range(bursts):
                 order = range(len(procs)) if k % 2 else reversed(range(len(procs)))
                 for j in order:
-                    proc = procs[j]
-                    assert proc.stdin is not None and proc.stdout is not None
-                    proc.stdin.write(f"{burst}\n")
-                    proc.stdin.flush()
-                    answer = proc.stdout.readline()
-                    if not answer:
-                        raise SystemExit(f"the {builds[j][0]} worker stopped")
+                    answer = ask_worker(procs[j], str(burst), builds[j][0])
                     if k:
-                        samples[j].extend(json.loads(answer))
+                        samples[j].extend(answer)
         finally:
             for proc in procs:
                 if proc.stdin is not None:
