@@ -5,7 +5,8 @@
   ≤ 100 µs per call;
 * **``ws.execute("read")``, 2,000 lines**: the whole tool call a model makes (argument
   validation, the read, the numbered text within the output budget, the result), on a
-  2,000-line (~100 KB) file, memory and local, target ≤ 300 µs per call.
+  2,000-line (~100 KB) file, memory and local, and the same file with CRLF line ends
+  on memory, target ≤ 300 µs per call.
 
 Each is timed with ``time.perf_counter_ns`` around every call, medians over rounds of
 calls, beside a baseline measured in the same run: for the edit, ``str.replace`` on the
@@ -106,9 +107,10 @@ def edit_chain_calls() -> Calls:
     return tool, bare, lambda: None
 
 
-def execute_read_calls(backend: str) -> Calls:
-    """``execute("read")`` of a 2,000-line file, on ``backend`` (memory or local)."""
-    text = source_text(2_000, MARK_A)
+def execute_read_calls(backend: str, newline: str = "\n") -> Calls:
+    """``execute("read")`` of a 2,000-line file, on ``backend`` (memory or local), its
+    lines ended by ``newline``."""
+    text = source_text(2_000, MARK_A).replace("\n", newline)
     tmp: str | None = None
     if backend == "local":
         tmp = tempfile.mkdtemp(prefix="toolfs-bench-calls-")
@@ -149,6 +151,8 @@ CALLS: dict[str, tuple[str, Callable[[], Calls], float]] = {
                     lambda: execute_read_calls("memory"), READ_TARGET_US),
     "read-local": ('execute("read"), 2,000 lines, local',
                    lambda: execute_read_calls("local"), READ_TARGET_US),
+    "read-crlf": ('execute("read"), 2,000 CRLF lines, memory',
+                  lambda: execute_read_calls("memory", "\r\n"), READ_TARGET_US),
 }
 """Each call: its label, how it is made, its target (µs, median)."""
 

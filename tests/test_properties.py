@@ -183,3 +183,17 @@ def test_streamed_window_equals_whole_read(lines: list[str], final_newline: bool
         assert streamed.total_lines == whole.total_lines
     else:
         assert whole.total_lines is not None and whole.total_lines > offset + limit - 2
+
+
+@settings(max_examples=1000, deadline=None)
+@given(text=st.lists(st.sampled_from(["a", "漢", "\r", "\n", "\r\n", "\r\r\n", "\n\r"]),
+                     max_size=20).map("".join))
+def test_split_lines_is_the_per_line_definition(text: str) -> None:
+    """``split_lines`` splits LF, CRLF and mixed text in bulk; line by line it means: split
+    at each ``\\n``, drop an empty last piece, drop one ``\\r`` that ends each line."""
+    from toolfs.text import split_lines
+
+    pieces = text.split("\n") if text else []
+    if pieces and pieces[-1] == "":
+        pieces.pop()
+    assert split_lines(text) == [p[:-1] if p.endswith("\r") else p for p in pieces]

@@ -80,15 +80,25 @@ def normalize_newlines(s: str) -> str:
 
 
 def split_lines(text: str) -> list[str]:
-    """Lines without their terminators (``\\n`` or ``\\r\\n``); no phantom last line."""
+    """Lines without their terminators (``\\n`` or ``\\r\\n``); no phantom last line.
+
+    A ``\\r`` that ends the text is dropped too, as if a ``\\n`` followed it. No
+    Python work per line: one split for LF or CRLF text (CRLF told by a count of the
+    newlines); mixed endings are split at CRLF, joined by LF and split again."""
     if not text:
         return []
-    lines = text.split("\n")
+    if "\r" not in text:  # the common case
+        lines = text.split("\n")
+    else:
+        lines = text.split("\r\n")
+        if len(lines) - 1 != text.count("\n"):  # a bare LF too: rejoined, split again
+            lines = "\n".join(lines).split("\n")
+        if lines[-1].endswith("\r"):
+            lines[-1] = lines[-1][:-1]
+            return lines
     if lines[-1] == "":
         lines.pop()
-    if "\r" not in text:  # the common case: no per-line work at all
-        return lines
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return lines
 
 
 def lines_around(text: str, start: int, end: int, context: int,
