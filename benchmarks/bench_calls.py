@@ -1,8 +1,8 @@
 """Per-call cost of the calls agents make most, against the issue-14 targets.
 
 * **memory edit chain, 50 KB**: ``ws.edit`` on a 50 KB file in a ``memory://``
-  workspace, each edit following the previous one (bytes from the ledger cache), target
-  ≤ 100 µs per call;
+  workspace, each edit following the previous one (bytes from the ledger cache), and
+  the same with CRLF line ends, target ≤ 100 µs per call;
 * **``ws.execute("read")``, 2,000 lines**: the whole tool call a model makes (argument
   validation, the read, the numbered text within the output budget, the result), on a
   2,000-line (~100 KB) file, memory and local, and the same file with CRLF line ends
@@ -82,9 +82,10 @@ Calls = tuple[Callable[[], object], Callable[[], object], Callable[[], None]]
 """A call's (toolfs, bare, clean-up)."""
 
 
-def edit_chain_calls() -> Calls:
-    """Edits of a ~50 KB file in memory, each following the previous one."""
-    text = source_text(1_000, MARK_A)  # ~50 KB
+def edit_chain_calls(newline: str = "\n") -> Calls:
+    """Edits of a ~50 KB file in memory, each following the previous one, its lines
+    ended by ``newline``."""
+    text = source_text(1_000, MARK_A).replace("\n", newline)  # ~50 KB
     root = f"memory://bench-calls-{uuid.uuid4().hex[:8]}"
     ws = toolfs.Workspace(root)
     ws.write("chain.py", text)
@@ -147,6 +148,8 @@ def execute_read_calls(backend: str, newline: str = "\n") -> Calls:
 
 CALLS: dict[str, tuple[str, Callable[[], Calls], float]] = {
     "edit": ("memory edit chain, 50 KB", edit_chain_calls, EDIT_TARGET_US),
+    "edit-crlf": ("memory edit chain, 50 KB, CRLF lines", lambda: edit_chain_calls("\r\n"),
+                  EDIT_TARGET_US),
     "read-memory": ('execute("read"), 2,000 lines, memory',
                     lambda: execute_read_calls("memory"), READ_TARGET_US),
     "read-local": ('execute("read"), 2,000 lines, local',

@@ -197,3 +197,23 @@ def test_split_lines_is_the_per_line_definition(text: str) -> None:
     if pieces and pieces[-1] == "":
         pieces.pop()
     assert split_lines(text) == [p[:-1] if p.endswith("\r") else p for p in pieces]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(text=st.lists(st.sampled_from(["a", "漢", "\r", "\n", "\r\n", "\r\r\n", "\n\r"]),
+                     max_size=20).map("".join))
+def test_crlf_map_is_the_per_match_definition(text: str) -> None:
+    """An edit's map of a CRLF file is made in bulk; match by match it means: each
+    ``\\r\\n`` (left to right, not overlapping) becomes ``\\n``, at its position less the
+    ``\\r`` dropped before it, and offsets map back by adding those."""
+    from toolfs.text import _CrlfMap
+
+    crlf, removed, pos = [], 0, text.find("\r\n")
+    while pos != -1:
+        crlf.append(pos - removed)
+        removed += 1
+        pos = text.find("\r\n", pos + 2)
+    m = _CrlfMap(text)
+    assert (m.crlf, m.normalized) == (crlf, text.replace("\r\n", "\n"))
+    for i in range(len(m.normalized) + 1):
+        assert text[:m.to_raw(i)].replace("\r\n", "\n") == m.normalized[:i]

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import bisect
 import codecs
+import itertools
+import operator
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -214,16 +216,16 @@ class _CrlfMap:
 
     def __init__(self, raw: str) -> None:
         self.raw = raw
-        # Position, in normalised coordinates, of each "\n" that was a "\r\n".
+        # Position, in normalised coordinates, of each "\n" that was a "\r\n": the
+        # length of the pieces before it, plus one "\n" for each of them. Made in C
+        # (split, accumulate, map), with no Python work per line.
         self.crlf: list[int] = []
-        if "\r" in raw:
-            removed = 0
-            pos = raw.find("\r\n")
-            while pos != -1:
-                self.crlf.append(pos - removed)
-                removed += 1
-                pos = raw.find("\r\n", pos + 2)
-        self.normalized = raw.replace("\r\n", "\n") if self.crlf else raw
+        self.normalized = raw
+        pieces = raw.split("\r\n") if "\r" in raw else [raw]
+        if len(pieces) > 1:
+            before = itertools.accumulate(itertools.islice(map(len, pieces), len(pieces) - 1))
+            self.crlf = list(map(operator.add, before, itertools.count()))
+            self.normalized = "\n".join(pieces)
 
     def to_raw(self, i: int) -> int:
         return i + bisect.bisect_left(self.crlf, i)
