@@ -217,3 +217,51 @@ def test_crlf_map_is_the_per_match_definition(text: str) -> None:
     assert (m.crlf, m.normalized) == (crlf, text.replace("\r\n", "\n"))
     for i in range(len(m.normalized) + 1):
         assert text[:m.to_raw(i)].replace("\r\n", "\n") == m.normalized[:i]
+
+
+CRLF_TEXT = st.lists(st.sampled_from(["a", "b", "ab", "漢", "\n", "\r", "x = 1"]),
+                     max_size=12).map("".join)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(before=CRLF_TEXT, after=CRLF_TEXT, old=NEEDLE, new=CRLF_TEXT,
+       endings=st.sampled_from(["crlf", "mixed", "lf"]), bom=st.booleans(),
+       replace_all=st.booleans())
+def test_a_crlf_file_edited_in_place_matches_the_general_path(
+        before: str, after: str, old: str, new: str, endings: str, bom: bool,
+        replace_all: bool) -> None:
+    """The edit of a CRLF file made on the raw text (``_single_crlf_edit``) gives what
+    the general path, through the map of its CRLFs, gives: the same text, count, lines
+    and span, or the same error, cap included."""
+    from unittest import mock
+
+    from toolfs.errors import FsError
+    from toolfs.text import _single_crlf_edit
+
+    lf = before + old + after
+    raw = lf.replace("\n", "\r\n")
+    if endings == "mixed":  # the last newline bare
+        cut = raw.rfind("\r\n")
+        raw = raw if cut < 0 else raw[:cut] + raw[cut + 1:]
+    elif endings == "lf":
+        raw = lf
+    size = len(raw.encode("utf-8", "surrogatepass"))
+
+    def outcome(*, general: bool, cap: int | None) -> object:
+        try:
+            if general:
+                with mock.patch("toolfs.text._single_crlf_edit", return_value=None):
+                    return apply_edit(raw, old, new, replace_all=replace_all,
+                                      max_bytes=cap, bom=bom, size=size)
+            return apply_edit(raw, old, new, replace_all=replace_all, max_bytes=cap,
+                              bom=bom, size=size)
+        except FsError as err:
+            return (err.code, err.message, err.details)
+
+    for cap in (None, size, size + 2):
+        assert outcome(general=False, cap=cap) == outcome(general=True, cap=cap)
+    fast = _single_crlf_edit(raw, old.replace("\r\n", "\n"), new.replace("\r\n", "\n"),
+                             None, None, bom, size)
+    if endings == "crlf" and "\n" in raw and "\r" not in old + new and \
+            raw.count(old.replace("\n", "\r\n")) == 1:
+        assert fast is not None  # the case it is for does take it

@@ -313,12 +313,17 @@ def apply_edit(raw: str, old: str, new: str, *, replace_all: bool,
     exceed it, before the new text is built: the size is projected from the matches.
     ``bom`` says the file carries a BOM, which counts against ``max_bytes``; ``size`` is
     the UTF-8 size of ``raw`` when the caller knows it (the bytes it decoded).
-    Costs O(len(raw) + size of the result): for one match without CRLF, one search
-    through the text, the replacement, and counts over the text before the match only.
+    Costs O(len(raw) + size of the result): for one match, one search through the
+    text, the replacement, and counts over the text before the match only (a CRLF file
+    adds two counts over the whole text: :func:`_single_crlf_edit`).
     """
     old_n, new_n = old.replace("\r\n", "\n"), new.replace("\r\n", "\n")
     if not old_n:
         raise fs_error("invalid_arguments", "old_string must not be empty", path=path)
+    if "\r" in raw and "\r" not in old_n and "\r" not in new_n:
+        done = _single_crlf_edit(raw, old_n, new_n, path, max_bytes, bom, size)
+        if done is not None:
+            return done
     # Most files hold no CR at all: then the text is its own LF-normalised form.
     m = _CrlfMap(raw) if "\r" in raw else None
     text = raw if m is None else m.normalized
@@ -383,6 +388,35 @@ def apply_edit(raw: str, old: str, new: str, *, replace_all: bool,
     first = m.to_raw(starts[0])
     return EditOutcome(text="".join(pieces), count=count, lines=match_lines(text, old_n),
                        first_span=(first, first + len(pieces[1])))
+
+
+def _single_crlf_edit(raw: str, old_n: str, new_n: str, path: str | None,
+                      max_bytes: int | None, bom: bool, size: int | None
+                      ) -> EditOutcome | None:
+    """:func:`apply_edit`'s answer for the common edit of a CRLF file: every newline of
+    ``raw`` a CRLF, no CR in ``old_n`` or ``new_n``, exactly one match. ``None``
+    otherwise, and the caller takes the general path (which also words the errors).
+
+    In such a file the LF-normalised text is ``raw`` with the CR of each newline
+    dropped, so ``old_n`` matches there exactly where ``old_n`` with CRLF newlines
+    matches ``raw``, and the general path would put in ``new_n`` with CRLF newlines: the
+    edit is made on ``raw`` itself, with no map of the CRLFs (two counts to know that
+    every newline is one)."""
+    newlines = raw.count("\n")
+    if not newlines or raw.count("\r\n") != newlines:
+        return None
+    old_r, new_r = old_n.replace("\n", "\r\n"), new_n.replace("\n", "\r\n")
+    first = raw.find(old_r)
+    if first < 0 or raw.find(old_r, first + len(old_r)) >= 0:
+        return None
+    if max_bytes is not None:
+        if size is None:
+            size = len(raw.encode("utf-8", "surrogatepass"))
+        _check_size(size + len(new_r.encode("utf-8")) - len(old_r.encode("utf-8")), bom,
+                    max_bytes, path)
+    return EditOutcome(text=raw.replace(old_r, new_r, 1), count=1,
+                       lines=[raw.count("\n", 0, first) + 1],
+                       first_span=(first, first + len(new_r)))
 
 
 def _check_size(size: int, bom: bool, cap: int, path: str | None) -> None:
