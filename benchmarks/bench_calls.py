@@ -2,7 +2,8 @@
 
 * **memory edit chain, 50 KB**: ``ws.edit`` on a 50 KB file in a ``memory://``
   workspace, each edit following the previous one (bytes from the ledger cache), and
-  the same with CRLF line ends, target ≤ 100 µs per call;
+  the same with CRLF line ends (also with strings that end in a newline), target
+  ≤ 100 µs per call;
 * **``ws.execute("read")``, 2,000 lines**: the whole tool call a model makes (argument
   validation, the read, the numbered text within the output budget, the result), on a
   2,000-line (~100 KB) file, memory and local, and the same file with CRLF line ends
@@ -82,14 +83,15 @@ Calls = tuple[Callable[[], object], Callable[[], object], Callable[[], None]]
 """A call's (toolfs, bare, clean-up)."""
 
 
-def edit_chain_calls(newline: str = "\n") -> Calls:
+def edit_chain_calls(newline: str = "\n", span_lines: bool = False) -> Calls:
     """Edits of a ~50 KB file in memory, each following the previous one, its lines
-    ended by ``newline``."""
+    ended by ``newline``; with ``span_lines``, the old and new strings end with the
+    marker line's newline (the model sends LF)."""
     text = source_text(1_000, MARK_A).replace("\n", newline)  # ~50 KB
     root = f"memory://bench-calls-{uuid.uuid4().hex[:8]}"
     ws = toolfs.Workspace(root)
     ws.write("chain.py", text)
-    flip = [MARK_A, MARK_B]
+    flip = [MARK_A + "'\n", MARK_B + "'\n"] if span_lines else [MARK_A, MARK_B]
 
     def tool() -> None:
         ws.edit("chain.py", flip[0], flip[1])
@@ -150,6 +152,8 @@ CALLS: dict[str, tuple[str, Callable[[], Calls], float]] = {
     "edit": ("memory edit chain, 50 KB", edit_chain_calls, EDIT_TARGET_US),
     "edit-crlf": ("memory edit chain, 50 KB, CRLF lines", lambda: edit_chain_calls("\r\n"),
                   EDIT_TARGET_US),
+    "edit-crlf-span": ("memory edit chain, 50 KB, CRLF lines, across a newline",
+                       lambda: edit_chain_calls("\r\n", span_lines=True), EDIT_TARGET_US),
     "read-memory": ('execute("read"), 2,000 lines, memory',
                     lambda: execute_read_calls("memory"), READ_TARGET_US),
     "read-local": ('execute("read"), 2,000 lines, local',

@@ -314,8 +314,8 @@ def apply_edit(raw: str, old: str, new: str, *, replace_all: bool,
     ``bom`` says the file carries a BOM, which counts against ``max_bytes``; ``size`` is
     the UTF-8 size of ``raw`` when the caller knows it (the bytes it decoded).
     Costs O(len(raw) + size of the result): for one match, one search through the
-    text, the replacement, and counts over the text before the match only (a CRLF file
-    adds two counts over the whole text: :func:`_single_crlf_edit`).
+    text, the replacement, and counts over the text before the match only (a multi-line
+    edit of a CRLF file adds two counts over the whole text: :func:`_single_crlf_edit`).
     """
     old_n, new_n = old.replace("\r\n", "\n"), new.replace("\r\n", "\n")
     if not old_n:
@@ -393,19 +393,24 @@ def apply_edit(raw: str, old: str, new: str, *, replace_all: bool,
 def _single_crlf_edit(raw: str, old_n: str, new_n: str, path: str | None,
                       max_bytes: int | None, bom: bool, size: int | None
                       ) -> EditOutcome | None:
-    """:func:`apply_edit`'s answer for the common edit of a CRLF file: every newline of
-    ``raw`` a CRLF, no CR in ``old_n`` or ``new_n``, exactly one match. ``None``
-    otherwise, and the caller takes the general path (which also words the errors).
+    """:func:`apply_edit`'s answer for the common edits of a file with CRs: no CR in
+    ``old_n`` or ``new_n``, exactly one match, and either no newline in either string or
+    every newline of ``raw`` a CRLF. ``None`` otherwise, and the caller takes the
+    general path (which also words the errors).
 
-    In such a file the LF-normalised text is ``raw`` with the CR of each newline
-    dropped, so ``old_n`` matches there exactly where ``old_n`` with CRLF newlines
-    matches ``raw``, and the general path would put in ``new_n`` with CRLF newlines: the
-    edit is made on ``raw`` itself, with no map of the CRLFs (two counts to know that
-    every newline is one)."""
-    newlines = raw.count("\n")
-    if not newlines or raw.count("\r\n") != newlines:
-        return None
-    old_r, new_r = old_n.replace("\n", "\r\n"), new_n.replace("\n", "\r\n")
+    The LF-normalised text is ``raw`` with the CR of each CRLF dropped. A string with no
+    newline matches there exactly where it matches ``raw``, and goes in as it is. In a
+    file whose every newline is a CRLF, ``old_n`` with CRLF newlines matches ``raw``
+    exactly where ``old_n`` matches the normalised text, and the general path would put
+    in ``new_n`` with CRLF newlines. Either way the edit is made on ``raw`` itself, with
+    no map of the CRLFs (in the second case, two counts show every newline is one)."""
+    if "\n" in old_n or "\n" in new_n:
+        newlines = raw.count("\n")
+        if not newlines or raw.count("\r\n") != newlines:
+            return None
+        old_r, new_r = old_n.replace("\n", "\r\n"), new_n.replace("\n", "\r\n")
+    else:
+        old_r, new_r = old_n, new_n
     first = raw.find(old_r)
     if first < 0 or raw.find(old_r, first + len(old_r)) >= 0:
         return None
