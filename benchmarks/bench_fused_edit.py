@@ -38,10 +38,9 @@ from toolfs._trusted import trusted
 from toolfs.backends.base import Update
 from toolfs.errors import fs_error
 from toolfs.policy.events import AuditLog
+from toolfs.policy.filesystem import _COMMIT_STRIPES
 from toolfs.results import EditResult
 from toolfs.text import apply_edit, decode, lines_around
-
-_STRIPES = 64  # toolfs.policy.filesystem._COMMIT_STRIPES
 
 
 def fused_edit(ws: toolfs.Workspace, file_path: str, old: str, new: str) -> EditResult:
@@ -70,7 +69,7 @@ def fused_edit(ws: toolfs.Workspace, file_path: str, old: str, new: str) -> Edit
     if not path.isascii():
         raise ValueError("fused_edit handles only ASCII paths")
     audit.record("fs/write-intent", fs.context_id, "edit", path, obs.version, None, None)
-    with fs._commit_locks[hash(key) % _STRIPES]:
+    with fs._commit_locks[hash(key) % _COMMIT_STRIPES]:
         version = fs.store.put(key, data, Update(obs.version, known=cached))
         fs.ledger.record(key, version, size=len(data), content=data)
     audit.record("fs/written", fs.context_id, "edit", path, obs.version, version, None)

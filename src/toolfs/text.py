@@ -215,7 +215,6 @@ class _CrlfMap:
     """Maps offsets in the LF-normalised text back to the original text."""
 
     def __init__(self, raw: str) -> None:
-        self.raw = raw
         # Position, in normalised coordinates, of each "\n" that was a "\r\n": the
         # length of the pieces before it, plus one "\n" for each of them. Made in C
         # (split, accumulate, map), with no Python work per line.

@@ -166,7 +166,8 @@ def edit_file(fs: PolicyFileSystem, file_path: str, old_string: str, new_string:
                                       start_line=outcome.lines[0])
         # Each text is a whole file's worth of memory: the old one goes before the new
         # bytes are made, the new one before the store reads the file back to check it,
-        # so that an edit holds two copies of the file at a time, not four.
+        # so that an edit holds two copies of the file at a time, not four (hence
+        # Document.encode written out: it would keep the old text alive).
         count, lines, bom, text = outcome.count, outcome.lines, doc.bom, outcome.text
         del doc, outcome
         new_data = text.encode("utf-8")  # valid: checked text around checked new_string
