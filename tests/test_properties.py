@@ -223,17 +223,24 @@ CRLF_TEXT = st.lists(st.sampled_from(["a", "b", "ab", "漢", "\n", "\r", "x = 1"
                      max_size=12).map("".join)
 
 
+def _occurrences(text: str, part: str) -> int:
+    """Occurrences of ``part`` in ``text``, overlapping ones included."""
+    return sum(text.startswith(part, i) for i in range(len(text)))
+
+
 @settings(max_examples=1000, deadline=None)
 @given(before=CRLF_TEXT, after=CRLF_TEXT, old=NEEDLE, new=CRLF_TEXT,
-       endings=st.sampled_from(["crlf", "mixed", "lf"]), bom=st.booleans(),
+       endings=st.sampled_from(["crlf", "mixed", "scattered", "lf"]),
+       bare=st.lists(st.booleans(), min_size=1, max_size=8), bom=st.booleans(),
        replace_all=st.booleans())
 def test_a_crlf_file_edited_in_place_matches_the_general_path(
-        before: str, after: str, old: str, new: str, endings: str, bom: bool,
-        replace_all: bool) -> None:
+        before: str, after: str, old: str, new: str, endings: str, bare: list[bool],
+        bom: bool, replace_all: bool) -> None:
     """The edit of a file with CRs made on the raw text (``_single_crlf_edit``: strings
-    without a newline on any file, or any strings on a file whose every newline is a
-    CRLF) gives what the general path, through the map of its CRLFs, gives: the same
-    text, count, lines and span, or the same error, cap included."""
+    without a newline on any file; an ``old`` with a newline whose longest line occurs
+    once in the file, whatever its endings; any strings on a file whose every newline
+    is a CRLF) gives what the general path, through the map of its CRLFs, gives: the
+    same text, count, lines and span, or the same error, cap included."""
     from unittest import mock
 
     from toolfs.errors import FsError
@@ -244,6 +251,10 @@ def test_a_crlf_file_edited_in_place_matches_the_general_path(
     if endings == "mixed":  # the last newline bare
         cut = raw.rfind("\r\n")
         raw = raw if cut < 0 else raw[:cut] + raw[cut + 1:]
+    elif endings == "scattered":  # the i-th newline bare where bare[i % len(bare)]
+        pieces = lf.split("\n")
+        raw = pieces[0] + "".join(("\n" if bare[i % len(bare)] else "\r\n") + piece
+                                  for i, piece in enumerate(pieces[1:]))
     elif endings == "lf":
         raw = lf
     size = len(raw.encode("utf-8", "surrogatepass"))
@@ -263,8 +274,11 @@ def test_a_crlf_file_edited_in_place_matches_the_general_path(
         assert outcome(general=False, cap=cap) == outcome(general=True, cap=cap)
     fast = _single_crlf_edit(raw, old.replace("\r\n", "\n"), new.replace("\r\n", "\n"),
                              None, None, bom, size)
+    old_r = old.replace("\n", "\r\n")
     one_line = "\n" not in old + new and raw.count(old) == 1
-    crlf_file = endings == "crlf" and "\n" in raw and \
-        raw.count(old.replace("\n", "\r\n")) == 1
-    if "\r" not in old + new and (one_line or crlf_file):
+    crlf_file = endings == "crlf" and "\n" in raw and raw.count(old_r) == 1
+    line = max(old.split("\n"), key=len)
+    unique_line = "\n" in old and line != "" and _occurrences(raw, line) == 1 \
+        and raw.count(old_r) == 1
+    if "\r" not in old + new and (one_line or crlf_file or unique_line):
         assert fast is not None  # the cases it is for do take it

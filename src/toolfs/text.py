@@ -314,7 +314,8 @@ def apply_edit(raw: str, old: str, new: str, *, replace_all: bool,
     the UTF-8 size of ``raw`` when the caller knows it (the bytes it decoded).
     Costs O(len(raw) + size of the result): for one match, one search through the
     text, the replacement, and counts over the text before the match only (a multi-line
-    edit of a CRLF file adds two counts over the whole text: :func:`_single_crlf_edit`).
+    edit of a file with CRs adds a search for the longest line of ``old``, or two counts
+    over the whole text where that line is not unique: :func:`_single_crlf_edit`).
     """
     old_n, new_n = old.replace("\r\n", "\n"), new.replace("\r\n", "\n")
     if not old_n:
@@ -393,26 +394,34 @@ def _single_crlf_edit(raw: str, old_n: str, new_n: str, path: str | None,
                       max_bytes: int | None, bom: bool, size: int | None
                       ) -> EditOutcome | None:
     """:func:`apply_edit`'s answer for the common edits of a file with CRs: no CR in
-    ``old_n`` or ``new_n``, exactly one match, and either no newline in either string or
-    every newline of ``raw`` a CRLF. ``None`` otherwise, and the caller takes the
-    general path (which also words the errors).
+    ``old_n`` or ``new_n``, and exactly one match, made of the file's CRLFs where
+    ``old_n`` has newlines. ``None`` when that is not shown cheaply, and the caller takes
+    the general path (which also words the errors).
 
     The LF-normalised text is ``raw`` with the CR of each CRLF dropped. A string with no
-    newline matches there exactly where it matches ``raw``, and goes in as it is. In a
-    file whose every newline is a CRLF, ``old_n`` with CRLF newlines matches ``raw``
-    exactly where ``old_n`` matches the normalised text, and the general path would put
-    in ``new_n`` with CRLF newlines. Either way the edit is made on ``raw`` itself, with
-    no map of the CRLFs (in the second case, two counts show every newline is one)."""
-    if "\n" in old_n or "\n" in new_n:
-        newlines = raw.count("\n")
-        if not newlines or raw.count("\r\n") != newlines:
-            return None
-        old_r, new_r = old_n.replace("\n", "\r\n"), new_n.replace("\n", "\r\n")
-    else:
+    newline matches there exactly where it matches ``raw``, and goes in as it is.
+
+    Otherwise ``new_n`` goes in with CRLF newlines (``new_r``), where ``old_n`` with
+    CRLF newlines (``old_r``) matches ``raw``: such a match is one of ``old_n`` in the
+    normalised text, and the general path puts in CRLFs where the replaced newlines were
+    CRLFs. What is left to show is that ``old_n`` has no other match there, such as one
+    through a bare LF. The lines of ``old_n`` hold no newline or CR, so each of its
+    matches holds its longest line verbatim in ``raw`` too: if that line occurs once in
+    ``raw``, every match starts at the one place that puts it there (one search of
+    ``raw``, where two counts of its newlines would cost four). Failing that, or when
+    ``old_n`` has no newline (its match then takes the file's usual ending), two counts
+    show whether every newline of ``raw`` is a CRLF, which makes the matches of
+    ``old_r`` in ``raw`` exactly those of ``old_n``, and CRLF the usual ending."""
+    if "\n" not in old_n and "\n" not in new_n:
         old_r, new_r = old_n, new_n
-    first = raw.find(old_r)
-    if first < 0 or raw.find(old_r, first + len(old_r)) >= 0:
-        return None
+        first = raw.find(old_r)
+        if first < 0 or raw.find(old_r, first + len(old_r)) >= 0:
+            return None
+    else:
+        old_r, new_r = old_n.replace("\n", "\r\n"), new_n.replace("\n", "\r\n")
+        first = _only_crlf_match(raw, old_n, old_r)
+        if first < 0:
+            return None
     if max_bytes is not None:
         if size is None:
             size = len(raw.encode("utf-8", "surrogatepass"))
@@ -421,6 +430,28 @@ def _single_crlf_edit(raw: str, old_n: str, new_n: str, path: str | None,
     return EditOutcome(text=raw.replace(old_r, new_r, 1), count=1,
                        lines=[raw.count("\n", 0, first) + 1],
                        first_span=(first, first + len(new_r)))
+
+
+def _only_crlf_match(raw: str, old_n: str, old_r: str) -> int:
+    """Where ``old_r`` (``old_n`` with CRLF newlines) matches ``raw``, if that is shown
+    to be the only match of ``old_n`` in the normalised text; -1 otherwise."""
+    # A match with no newline takes the file's usual ending for new_n's newlines: only
+    # the counts tell that. One with newlines takes the CRLFs it is made of.
+    line = max(old_n.split("\n"), key=len) if "\n" in old_n else ""
+    if line:  # the first longest: old_r.find finds this one
+        at = raw.find(line)
+        if at < 0:
+            return -1
+        if raw.find(line, at + 1) < 0:  # once, overlaps included
+            first = at - old_r.find(line)  # where a match holding this copy starts
+            return first if first >= 0 and raw.startswith(old_r, first) else -1
+    newlines = raw.count("\n")
+    if not newlines or raw.count("\r\n") != newlines:
+        return -1
+    first = raw.find(old_r)
+    if first < 0 or raw.find(old_r, first + len(old_r)) >= 0:
+        return -1
+    return first
 
 
 def _check_size(size: int, bom: bool, cap: int, path: str | None) -> None:
