@@ -60,6 +60,7 @@ from toolfs.testing.emulators import (
     _ProxiedEmulator,
     _run_supervisor,
     _terminate,
+    new_s3fs_filesystem,
 )
 
 if TYPE_CHECKING:
@@ -257,11 +258,7 @@ class SeaweedFSEmulator(_ProxiedEmulator):
     def s3fs_filesystem(self, *, direct: bool = False, **overrides: Any) -> AbstractFileSystem:
         """A new ``s3fs.S3FileSystem`` for this emulator, bypassing fsspec's instance cache
         (listings cached by one test must not reach the next one after :meth:`reset`)."""
-        s3fs = importlib.import_module("s3fs")
-        options = {**self.s3fs_storage_options(direct=direct), "skip_instance_cache": True,
-                   **overrides}
-        filesystem: AbstractFileSystem = s3fs.S3FileSystem(**options)
-        return filesystem
+        return new_s3fs_filesystem({**self.s3fs_storage_options(direct=direct), **overrides})
 
 
 def _share_one_collection(filer: str) -> None:
