@@ -54,6 +54,31 @@ def test_s3_roundtrip_counting_and_reset(s3: S3Emulator) -> None:
     assert not s3.s3fs_filesystem().exists("toolfs-bucket")
 
 
+def test_s3_filesystems_are_separate_but_share_one_session(s3: S3Emulator) -> None:
+    """Each filesystem the emulator makes has its own client and listing cache (what a
+    test writes through one, the other lists afresh), and one aiobotocore session
+    serves them all, so botocore's service models are parsed once per process;
+    ``session=`` still picks another."""
+    import aiobotocore.session
+
+    s3.reset()
+    s3.create_bucket("shared-session")
+    a, b = s3.s3fs_filesystem(), s3.s3fs_filesystem()
+    assert a is not b
+    a.pipe_file("shared-session/one.txt", b"1")
+    assert a.ls("shared-session", detail=False) == ["shared-session/one.txt"]
+    b.pipe_file("shared-session/two.txt", b"2")  # b's write leaves a's cached listing
+    assert a.ls("shared-session", detail=False) == ["shared-session/one.txt"]
+    assert sorted(b.ls("shared-session", detail=False)) == [
+        "shared-session/one.txt", "shared-session/two.txt"]
+    assert a.s3 is not b.s3  # a client each
+    assert a.session is b.session
+    own = aiobotocore.session.AioSession()
+    c = s3.s3fs_filesystem(session=own)
+    assert c.session is own
+    assert c.cat_file("shared-session/two.txt") == b"2"
+
+
 def test_s3_conditional_put_is_atomic_under_races(s3: S3Emulator) -> None:
     """Exactly one of many racing If-None-Match creates may win, as on real S3."""
     s3.reset()
