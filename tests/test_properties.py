@@ -186,11 +186,13 @@ def test_streamed_window_equals_whole_read(lines: list[str], final_newline: bool
 
 
 @settings(max_examples=1000, deadline=None)
-@given(text=st.lists(st.sampled_from(["a", "漢", "\r", "\n", "\r\n", "\r\r\n", "\n\r"]),
+@given(text=st.lists(st.sampled_from(["a", "漢", "\r", "\n", "\r\n", "\r\r\n", "\n\r",
+                                      "\v", "\f", "\x1c", "\x85", "\u2028"]),
                      max_size=20).map("".join))
 def test_split_lines_is_the_per_line_definition(text: str) -> None:
     """``split_lines`` splits LF, CRLF and mixed text in bulk; line by line it means: split
-    at each ``\\n``, drop an empty last piece, drop one ``\\r`` that ends each line."""
+    at each ``\\n``, drop an empty last piece, drop one ``\\r`` that ends each line. The
+    other characters ``str.splitlines`` breaks at are text here."""
     from toolfs.text import split_lines
 
     pieces = text.split("\n") if text else []

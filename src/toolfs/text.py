@@ -81,19 +81,32 @@ def normalize_newlines(s: str) -> str:
     return s.replace("\r\n", "\n")
 
 
+_OTHER_BREAKS = "\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+"""What ``str.splitlines`` breaks lines at besides ``\\n``, ``\\r\\n`` and ``\\r``."""
+
+
 def split_lines(text: str) -> list[str]:
     """Lines without their terminators (``\\n`` or ``\\r\\n``); no phantom last line.
 
     A ``\\r`` that ends the text is dropped too, as if a ``\\n`` followed it. No
-    Python work per line: one split for LF or CRLF text (CRLF told by a count of the
-    newlines); mixed endings are split at CRLF, joined by LF and split again."""
+    Python work per line: one split for LF text. Text with CRs is split by
+    ``str.splitlines``, which is that split when every break it made was at a ``\\n``
+    (one count of them shows it) and the text does not end with a break of its own kind;
+    else it is split at CRLF, and where a bare LF is left, joined by LF and split again."""
     if not text:
         return []
     if "\r" not in text:  # the common case
         lines = text.split("\n")
     else:
+        # splitlines breaks at each \n (a \r\n once), and at each lone \r or other
+        # break; with the final break the text ends with, no line follows it.
+        newlines = text.count("\n")
+        lines = text.splitlines()
+        last = text[-1]
+        if len(lines) == newlines + (last != "\n") and last not in _OTHER_BREAKS:
+            return lines  # no break but the newlines and a final \r: the same lines
         lines = text.split("\r\n")
-        if len(lines) - 1 != text.count("\n"):  # a bare LF too: rejoined, split again
+        if len(lines) - 1 != newlines:  # a bare LF too: rejoined, split again
             lines = "\n".join(lines).split("\n")
         if lines[-1].endswith("\r"):
             lines[-1] = lines[-1][:-1]
