@@ -351,6 +351,23 @@ def _rg(root: pathlib.Path, args: list[str]) -> str:
     return subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=False).stdout
 
 
+def test_gitignore_lines_end_at_newlines_only(tmp_path: pathlib.Path) -> None:
+    """A .gitignore is read as git and ripgrep read it: lines end at LF (less the CRs
+    before it), so a lone CR, a form feed or a NEL is part of a pattern, not a break."""
+    b = LocalBackend(str(tmp_path))
+    b.setup()
+    root = pathlib.Path(b.root)
+    (root / ".gitignore").write_bytes(
+        "a.log\rb.log\nc.log\fd.log\ne.log\r\nf.log\x85g.log\nh.log\r\r\n".encode())
+    for name in "abcdefgh":
+        (root / f"{name}.log").write_text("hit\n")
+    ws = b.workspace()
+    found = sorted(ws.grep("hit").files)
+    assert found == ["a.log", "b.log", "c.log", "d.log", "f.log", "g.log"]
+    if shutil.which("rg"):
+        assert sorted(_rg(root, ["-l", "hit"]).split()) == found
+
+
 GREPS = [("alpha", None, False, ""), ("^beta", None, False, ""), ("gamma", None, True, ""),
          ("fo+_bar$", "*.py", False, ""), ("TODO|fixme", "src/**", False, ""),
          ("delta", "!*.md", False, ""), ("alpha", None, False, "src"),

@@ -427,7 +427,9 @@ def compile_override(glob: str) -> OverrideGlob:
 def parse_gitignore(text: str) -> list[_Rule]:
     """The rules of one ``.gitignore`` file (blank lines and ``#`` comments skipped)."""
     rules: list[_Rule] = []
-    for raw in text.splitlines():
+    # Lines end at "\n" only, as git and ripgrep read them (str.splitlines would also
+    # break at a lone "\r", "\f", "\x85", ...); CRs before it go, as ripgrep drops them.
+    for raw in text.split("\n"):
         line = raw.rstrip("\r")
         if not line or line.startswith("#"):
             continue
