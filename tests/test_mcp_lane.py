@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import gc
 import json
 import os
 import threading
@@ -20,6 +21,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import fsspec.asyn
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
@@ -142,6 +144,18 @@ async def wire(workspace: toolfs.Workspace, *, modern: bool, lane: bool = True,
         if not client.closed:  # the test failed midway: still end the session
             with contextlib.suppress(Exception):
                 await client.close()
+
+
+def open_descriptors() -> int:
+    """This process's open descriptors, once earlier tests' garbage is gone: collected,
+    and the closes its finalizers hand to fsspec's event loop done (an s3fs or gcsfs
+    client closes its sockets there, on the loop's next turn), so that none of them
+    closes while a test counts its own."""
+    gc.collect()
+    loop = fsspec.asyn.get_loop()
+    for _ in range(2):
+        fsspec.asyn.sync(loop, asyncio.sleep, 0)
+    return len(os.listdir("/proc/self/fd"))
 
 
 def _workspace(root: str, store: MemoryStore | None = None) -> toolfs.Workspace:

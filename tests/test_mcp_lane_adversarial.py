@@ -23,7 +23,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 import toolfs
 from tests.test_mcp import _ParkingStore
-from tests.test_mcp_lane import ENVELOPE, LEGACY, Wire, _parked, _workspace
+from tests.test_mcp_lane import ENVELOPE, LEGACY, Wire, _parked, _workspace, open_descriptors
 from toolfs.integrations.mcp_server import ToolfsMCP
 
 pytestmark = pytest.mark.usefixtures("lane_wakeups")  # each test with each way of waiting
@@ -398,7 +398,7 @@ async def test_a_disabled_tool_is_refused_as_the_sdk_refuses_it(modern: bool) ->
 @pytest.mark.anyio
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts /proc/self/fd")
 async def test_a_served_session_leaves_no_descriptor_open() -> None:
-    before = len(os.listdir("/proc/self/fd"))
+    before = open_descriptors()
     for modern in (False, True):
         async with raw(_workspace("/fds"), modern=modern, lane=True) as client:
             await client.call("read", {"file_path": "a.txt"})

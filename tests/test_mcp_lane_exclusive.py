@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
-from tests.test_mcp_lane import Wire, _workspace
+from tests.test_mcp_lane import Wire, _workspace, open_descriptors
 from toolfs.integrations import mcp_server
 from toolfs.integrations.mcp_server import ToolfsMCP
 
@@ -66,8 +66,7 @@ async def test_a_line_classified_while_serving_stops_reads_no_input_after(
 
     monkeypatch.setattr(mcp_server._StdioLane, "_took", held_took)
     before = set(threading.enumerate())
-    gc.collect()  # no earlier test's lane closes its pipes meanwhile
-    descriptors = len(os.listdir("/proc/self/fd"))
+    descriptors = open_descriptors()  # no earlier test's lane closes its pipes meanwhile
     client = Wire(ToolfsMCP(_workspace("/stop-classifying")), False)
     await client.start()
     await client.open()
