@@ -77,6 +77,10 @@ def test_s3_filesystems_are_separate_but_share_one_session(s3: S3Emulator) -> No
     c = s3.s3fs_filesystem(session=own)
     assert c.session is own
     assert c.cat_file("shared-session/two.txt") == b"2"
+    # One that makes its client on another loop (maybe another thread) gets a session
+    # of its own: a botocore session is not safe to use from two threads at once.
+    d = s3.s3fs_filesystem(asynchronous=True)
+    assert d.session is not a.session
 
 
 def test_s3_conditional_put_is_atomic_under_races(s3: S3Emulator) -> None:

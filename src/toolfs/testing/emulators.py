@@ -490,18 +490,20 @@ _aiobotocore_session_lock = threading.Lock()
 
 def new_s3fs_filesystem(options: Mapping[str, Any]) -> AbstractFileSystem:
     """A new ``s3fs.S3FileSystem`` made with ``options``, bypassing fsspec's instance
-    cache, its client made from one aiobotocore session shared by this process (unless
-    ``options`` names a ``session``).
+    cache, its client made from one aiobotocore session shared by this process.
 
     Each filesystem still has its own client, connections and listing cache; what the
     session shares is botocore's parsed service models. A session of its own per
     filesystem would parse them again: about 35,000 objects and 80 ms per filesystem,
     left for the cycle collector to trace and free, which cost toolfs's own suite (one
-    filesystem per test) 30% of its time.
+    filesystem per test) 30% of its time. A botocore session is not safe to make clients
+    from in several threads at once, so only filesystems that make theirs on fsspec's one
+    event-loop thread share it: not those given ``asynchronous``, a ``loop`` or a
+    ``session`` of their own.
     """
     global _aiobotocore_session
     s3fs = importlib.import_module("s3fs")
-    if "session" not in options:
+    if not options.keys() & {"session", "asynchronous", "loop"}:
         with _aiobotocore_session_lock:
             if _aiobotocore_session is None:
                 session_module = importlib.import_module("aiobotocore.session")
