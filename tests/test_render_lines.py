@@ -140,3 +140,38 @@ def test_a_cut_found_in_the_numbered_text_is_the_bisected_cut(start: int) -> Non
             text = render_read(r, budget)
             assert len(text) <= budget
             assert text == render_read(bisected, budget), budget
+
+
+@pytest.mark.parametrize("budget", [5_000, 100_000])
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+@pytest.mark.parametrize("over", [-1, 0, 1, 2_000])
+def test_a_line_too_long_is_told_from_the_numbered_text(budget: int, where: str,
+                                                        over: int) -> None:
+    """The plain view tells a line too long by a run between newlines of its numbered
+    text; each line just under, at and over the limit (first, middle or last) gives the
+    text of the path that measures the lines one by one."""
+    limit = _Limits(budget).line
+    lines = [f"{i:04d} " + "q" * (i % 23) for i in range(120)]
+    at = {"first": 0, "middle": 60, "last": 119}[where]
+    lines[at] = "L" * (limit + over)
+    for start in (1, _WIDE_NUMBERS - 200):
+        r = _result(start, lines, start + 200)
+        text = render_read(r, budget)
+        assert len(text) <= budget
+        assert text == render_read(r.model_copy(update={"size": 10**9}), budget)
+        if over > 0 and text.count("\n") > at:  # the long line is shown: cut
+            assert "[line truncated:" in text
+
+
+def test_a_run_over_the_limit_is_found_as_defined() -> None:
+    """``_has_run_over`` (a backward search per ``limit`` characters) answers as the
+    longest run between newlines does."""
+    from toolfs.render import _has_run_over
+
+    rng = random.Random(5)
+    for _ in range(3_000):
+        text = "".join(rng.choice(["x", "x", "x", "\n", "xxxxxxx"])
+                       for _ in range(rng.randrange(0, 60)))
+        limit = rng.randrange(0, 20)
+        longest = max(map(len, text.split("\n")))
+        assert _has_run_over(text, limit) == (longest > limit), (text, limit)

@@ -172,16 +172,39 @@ class _PlainWidths:
         return self._running
 
 
+def _narrow_numbers(start: int, lines: list[str],
+                    cut_lines: dict[int, Any] | None) -> bool:
+    """Whether ``lines`` can be plain as far as their numbers tell: none is cut, and
+    every number fits 6 digits (each prefix is then ``_PREFIX_WIDTH`` characters)."""
+    return not cut_lines and bool(lines) and start + len(lines) <= _WIDE_NUMBERS
+
+
+_PREFIX_WIDTH = 7  # "{:>6}\t" below _WIDE_NUMBERS
+
+
 def _plain_widths(start: int, lines: list[str], limits: _Limits,
                   cut_lines: dict[int, Any] | None = None) -> _PlainWidths | None:
     """A :class:`_PlainWidths` of ``lines`` when they need no per-line care (none is
     cut, none is too long, every number fits 6 digits), else ``None``. Checked in C
     (``max`` over ``map``), with no Python work per line."""
-    if cut_lines or not lines or start + len(lines) > _WIDE_NUMBERS:
-        return None
-    if max(map(len, lines)) > limits.line:
+    if not _narrow_numbers(start, lines, cut_lines) or max(map(len, lines)) > limits.line:
         return None
     return _PlainWidths(lines)
+
+
+def _has_run_over(text: str, limit: int) -> bool:
+    """Whether ``text`` holds more than ``limit`` characters in a row without a newline:
+    one backward search per ``limit`` characters or so, not a step per line. Each search
+    starts where a run starts and looks for the last newline within ``limit + 1``
+    characters: none means a run that long; else the next run starts after it, and
+    within two searches the start has moved on by more than ``limit``."""
+    pos, end = 0, len(text)
+    while end - pos > limit:
+        newline = text.rfind("\n", pos, pos + limit + 1)
+        if newline < 0:
+            return True
+        pos = newline + 1
+    return False
 
 
 def _plain_cut(body: str, start: int, count: int, room: int) -> tuple[int, int]:
@@ -250,11 +273,14 @@ def _read_view(r: ReadResult, max_chars: int) -> tuple[str, list[str], bool]:
                else f"Use an offset between 1 and {r.total_lines}.")
         return (f"(Offset {r.start_line} is past the end of {path}: the file has "
                 f"{_plural(r.total_lines, 'line')}. {use})"), [], False
-    widths = _plain_widths(r.start_line, r.lines, limits, r.cut_lines)
     # The lines hold no more characters than the file has bytes, so ``size`` bounds the
     # numbered text of the window.
-    if widths is not None and r.size + 8 * len(r.lines) <= 2 * max_chars:
-        return _plain_read_view(r, max_chars)
+    if _narrow_numbers(r.start_line, r.lines, r.cut_lines) \
+            and r.size + 8 * len(r.lines) <= 2 * max_chars:
+        plain = _plain_read_view(r, max_chars, limits.line)
+        if plain is not None:
+            return plain
+    widths = _plain_widths(r.start_line, r.lines, limits, r.cut_lines)
     shown = _fit(r.start_line, r.lines, limits, max_chars, r.cut_lines, widths, r.size)
     if len(shown) == len(r.lines):  # a cut body is never built: it is cut again below
         footer = _read_footer(r, r.start_line + len(shown) - 1, cut=False,
@@ -271,11 +297,18 @@ def _read_view(r: ReadResult, max_chars: int) -> tuple[str, list[str], bool]:
     return f"{body}\n\n{footer}", shown, True
 
 
-def _plain_read_view(r: ReadResult, max_chars: int) -> tuple[str, list[str], bool]:
-    """:func:`_read_view` of plain lines whose numbered text is at most about twice the
-    budget: it is built once, whole, and cut where it exceeds the budget."""
+def _plain_read_view(r: ReadResult, max_chars: int, max_line: int
+                     ) -> tuple[str, list[str], bool] | None:
+    """:func:`_read_view` of lines with narrow numbers whose numbered text is at most
+    about twice the budget: it is built once, whole, and cut where it exceeds the
+    budget; ``None`` if a line is longer than ``max_line`` (the caller then takes each
+    line in hand). That is told from the text itself, by a run between newlines longer
+    than a line and its prefix: a search per line's worth of characters, where the
+    lines' lengths would cost a call each."""
     start, lines = r.start_line, r.lines
     body = _numbered_lines(start, lines)
+    if _has_run_over(body, _PREFIX_WIDTH + max_line):
+        return None
     if len(body) <= max_chars:
         footer = _read_footer(r, start + len(lines) - 1, cut=False, max_chars=max_chars)
         text = f"{body}\n\n{footer}" if footer else body
