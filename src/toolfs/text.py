@@ -427,14 +427,12 @@ def _single_crlf_edit(raw: str, old_n: str, new_n: str, path: str | None,
     ``old_r`` in ``raw`` exactly those of ``old_n``, and CRLF the usual ending."""
     if "\n" not in old_n and "\n" not in new_n:
         old_r, new_r = old_n, new_n
-        first = raw.find(old_r)
-        if first < 0 or raw.find(old_r, first + len(old_r)) >= 0:
-            return None
+        first = _only_match(raw, old_r)
     else:
         old_r, new_r = old_n.replace("\n", "\r\n"), new_n.replace("\n", "\r\n")
         first = _only_crlf_match(raw, old_n, old_r)
-        if first < 0:
-            return None
+    if first < 0:
+        return None
     if max_bytes is not None:
         if size is None:
             size = len(raw.encode("utf-8", "surrogatepass"))
@@ -461,8 +459,14 @@ def _only_crlf_match(raw: str, old_n: str, old_r: str) -> int:
     newlines = raw.count("\n")
     if not newlines or raw.count("\r\n") != newlines:
         return -1
-    first = raw.find(old_r)
-    if first < 0 or raw.find(old_r, first + len(old_r)) >= 0:
+    return _only_match(raw, old_r)
+
+
+def _only_match(text: str, needle: str) -> int:
+    """Where ``needle`` matches ``text`` if that is its only match (none after it, as
+    ``str.replace`` counts them); -1 otherwise."""
+    first = text.find(needle)
+    if first < 0 or text.find(needle, first + len(needle)) >= 0:
         return -1
     return first
 
