@@ -459,11 +459,15 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
                        path=path)
 
     def open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
-        """Open a file: ``rb`` observes, ``wb``/``xb`` commit on close; text modes wrap."""
+        """Open a file: ``rb`` observes, ``wb``/``xb`` commit on close; text modes wrap.
+
+        A write handle commits when closed, and never when its ``with`` block raises."""
         if "b" not in mode:
             raw = self._open(path, mode.replace("t", "") + "b", **kwargs)
             enc = {k: kwargs[k] for k in ("encoding", "errors", "newline") if k in kwargs}
-            return io.TextIOWrapper(raw, **{"encoding": "utf-8", **enc})
+            wrapper = _TextCommitOnClose if isinstance(raw, _CommitOnClose) else \
+                io.TextIOWrapper
+            return wrapper(raw, **{"encoding": "utf-8", **enc})
         return self._open(path, mode, **kwargs)
 
     def cat_file(self, path: str, start: int | None = None, end: int | None = None,
@@ -596,11 +600,44 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
 
     def mv(self, path1: str, path2: str, recursive: bool = False, maxdepth: Any = None,
            **kwargs: Any) -> None:
-        """Move one file: guarded copy, then guarded delete of the source."""
+        """Move one file without losing an update: a guarded write of ``path2`` with the
+        bytes of one observed version of ``path1``, then a delete of ``path1`` on exactly
+        that version. If the delete is refused (``stale``: changed meanwhile, even by
+        this context), the copy is removed again if it is still the copy, and the refusal
+        raised: the file stays where it was, with every update. If the delete's outcome
+        is unknown, the copy is kept (``details["copy_kept"]``). Two paths that reach
+        the same file (another spelling, a symlink and its target) move nothing, as
+        ``os.rename`` does."""
         if recursive:
             raise fs_error("unsupported", "recursive moves are not supported", path=path1)
-        self.cp_file(path1, path2)
-        self.rm_file(path1)
+        source, dest = self._writable(path1, "delete"), self._writable(path2, "write")
+        same = source.backend_path == dest.backend_path or (
+            self.store.folds_case
+            and source.backend_path.casefold() == dest.backend_path.casefold())
+        pending = None if same else self.prepare_write(path2)  # its condition: now
+        with self.open_observed(path1) as src:  # also: path1 must be a file
+            if same:
+                return
+            if not src.complete:
+                raise fs_error("too_large", f"{src.path} is {src.size} bytes, over the "
+                               f"{self.size_cap}-byte cap for whole-file writes; it cannot "
+                               "be moved", path=src.path)
+            assert pending is not None
+            copy = pending.commit(src.read())
+            try:
+                src.delete()
+            except FsError as err:
+                if err.code not in ("stale", "not_found"):
+                    # The delete may have happened all the same (a timeout after the
+                    # store applied it): removing the copy could lose the file.
+                    err.details["copy_kept"] = copy.path
+                    raise
+                try:
+                    self.rm_file(path2, version=copy.version)
+                except FsError:
+                    # Someone changed or removed the copy already: what they did stands.
+                    err.details["copy_kept"] = copy.path
+                raise
 
     def rm_file(self, path: str, *, version: FileVersion | None = None) -> None:
         """Delete a file; needs a fresh observation, like an update.
@@ -1014,17 +1051,34 @@ class _CommitOnClose(io.BytesIO):
     def __init__(self, pending: PendingWrite) -> None:
         super().__init__()
         self._pending = pending
+        self._abandoned = False
         self.commit: Commit | None = None
+
+    def abandon(self) -> None:
+        """Make :meth:`close` commit nothing (the writer failed part-way)."""
+        self._abandoned = True
 
     def close(self) -> None:
         if not self.closed:
             data = self.getvalue()
             super().close()
-            self.commit = self._pending.commit(data)
+            if not self._abandoned:
+                self.commit = self._pending.commit(data)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if exc_type is not None:
-            super().close()  # an exception inside the block commits nothing
-        else:
-            self.close()
+            self.abandon()  # an exception inside the block commits nothing
+        self.close()
+
+
+class _TextCommitOnClose(io.TextIOWrapper):
+    """``open(..., "w")``: the text layer over :class:`_CommitOnClose`, which leaves the
+    write uncommitted when its ``with`` block raises, as the binary handle does (the
+    plain wrapper's exit would close, and so commit, the buffer)."""
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is not None and isinstance(self.buffer, _CommitOnClose):
+            self.buffer.abandon()
+        self.close()
