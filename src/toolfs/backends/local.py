@@ -27,7 +27,15 @@ of NAME after the directory changes again, or by another store's first write.)
 Only regular files are read or replaced: a FIFO, socket or device is opened with
 ``O_NONBLOCK`` and refused (``not_a_file``) before anything is read from it, so no call
 blocks on one. A file without write permission is refused (``denied``) rather than
-replaced, as ``open(path, "w")`` would refuse it.
+replaced, as ``open(path, "w")`` would refuse it. The new file keeps the target's mode,
+and its owner and group where this process may set them (root may; others keep the group
+when they belong to it), as ``sed -i`` does. Mode and owner are taken from the target
+again at the step-4 check: a ``chmod`` or ``chown`` made during the write is kept, and a
+file made read-only meanwhile is refused.
+
+Names of toolfs's temp-file form (``.NAME.toolfs-tmp-*``, never listed) are refused for
+writing (``invalid_arguments``), and only names exactly of the form this module makes are
+ever removed as leftovers.
 """
 
 from __future__ import annotations
@@ -65,6 +73,7 @@ _TMP_MASK = (1 << (4 * _TMP_RANDOM)) - 1
 _TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
 _CLEAN_MEMORY = 4096  # directories a store remembers as swept
 _LEFTOVERS_MEMORY = 64  # other names' temp files remembered per directory, at most
+_HEX = frozenset("0123456789abcdef")
 
 
 def _pread(fd: int, length: int, offset: int) -> bytes:
@@ -99,8 +108,18 @@ def _is_normal(path: str) -> bool:
 
 
 def is_temp_name(name: str) -> bool:
-    """Whether ``name`` is a temp file a crashed toolfs write may leave (never listed)."""
+    """Whether ``name`` has the form of toolfs's temp files (never listed; refused for
+    writing, so that no file of a tool's making is ever taken for a leftover)."""
     return name.startswith(".") and _TMP_MARK in name
+
+
+def _is_leftover(entry: str, prefix: str) -> bool:
+    """Whether ``entry`` is exactly a temp file name :func:`_create_temp` makes for the
+    name whose :func:`temp_prefix` is ``prefix``: the prefix and 12 lowercase hex
+    digits."""
+    suffix = entry[len(prefix):]
+    return (entry.startswith(prefix) and len(suffix) == _TMP_RANDOM
+            and all(c in _HEX for c in suffix))
 
 
 def temp_prefix(name: str) -> str:
@@ -466,24 +485,31 @@ class LocalStore(Store):
             return None
         if not stat.S_ISREG(st.st_mode):
             raise fs_error("not_a_file", f"{path} is {_kind(st)}", path=path)
+        self._refuse_unwritable(dfd, name, path, st)
+        return st
+
+    @staticmethod
+    def _refuse_unwritable(dfd: int, name: str, path: str, st: os.stat_result) -> None:
+        """``denied`` unless the file (``st``: its stat) may be written."""
         # `st_mode & 0o222` too: root passes access(W_OK) for any mode, yet a 0444 file
         # says "do not change me" and replacing it would silently drop that.
         if not st.st_mode & 0o222 or not os.access(name, os.W_OK, dir_fd=dfd,
                                                     follow_symlinks=False):
             raise fs_error("denied", f"{path} is read-only (mode "
                            f"{stat.filemode(st.st_mode)})", path=path)
-        return st
 
-    def _check(self, dfd: int, name: str, path: str, mode: PutMode) -> None:
-        """Raise ``stale`` unless ``mode`` holds for the file as it is now."""
+    def _check(self, dfd: int, name: str, path: str,
+               mode: PutMode) -> os.stat_result | None:
+        """Raise ``stale`` unless ``mode`` holds for the file as it is now; the stat of
+        the file checked (``None`` when none was: absent, or ``Overwrite``)."""
         if isinstance(mode, Overwrite):
-            return
+            return None
         opened = self._open_regular(dfd, name, path)
         if isinstance(mode, Create):
             if opened is not None:
                 os.close(opened[0])
                 raise fs_error("stale", f"{path} was created by someone else", path=path)
-            return
+            return None
         if opened is None:
             raise fs_error("stale", f"{path} was deleted", path=path)
         fd, st = opened
@@ -498,10 +524,16 @@ class LocalStore(Store):
             os.close(fd)
         if not at:
             raise fs_error("stale", f"{path} changed", path=path)
+        return st
 
     def put(self, path: str, data: bytes, mode: PutMode) -> FileVersion:
         dfd, name, at_unchecked_root = self._walk_to(path, create=True,
                                                      defer_root_check=True)
+        if is_temp_name(name):
+            os.close(dfd)
+            raise fs_error("invalid_arguments", f"{path}: names of the form "
+                           f".NAME{_TMP_MARK}* are reserved for toolfs's temp files on "
+                           "local disk", path=path)
         try:
             try:
                 fcntl.flock(dfd, fcntl.LOCK_EX)
@@ -548,35 +580,46 @@ class LocalStore(Store):
             try:
                 try:
                     if st is not None:
-                        os.fchmod(fd, stat.S_IMODE(st.st_mode))
+                        _keep_owner_and_mode(fd, st, dir_st)
                     written = os.write(fd, data)
                     if written < len(data):
                         view = memoryview(data)[written:]
                         while view:
                             view = view[os.write(fd, view):]
                     os.fsync(fd)
+                    cst: os.stat_result | None = None
+                    # The last look before the swap (see the module docstring, step 4).
+                    if type(mode) is Update and mode.known is not None \
+                            and mode.expected.kind in DIGEST_KINDS:
+                        # The caller holds the expected bytes: compare the file with them
+                        # (what _check does through is_at), without the calls around it.
+                        opened = self._open_regular(dfd, name, path)
+                        if opened is None:
+                            raise fs_error("stale", f"{path} was deleted", path=path)
+                        cfd, cst = opened
+                        try:
+                            # Over the cap the file has a stat version, never the digest
+                            # expected (as in _check); else its bytes must be the known
+                            # ones.
+                            at = cst.st_size <= self.size_cap and \
+                                _read_to_end(cfd, cst.st_size) == mode.known
+                        finally:
+                            os.close(cfd)
+                        if not at:
+                            raise fs_error("stale", f"{path} changed", path=path)
+                    elif type(mode) is not Overwrite:
+                        cst = self._check(dfd, name, path, mode)
+                    elif st is not None:
+                        cst = self._stat(dfd, name, path)
+                    if st is not None and cst is not None and (
+                            cst.st_mode != st.st_mode or cst.st_uid != st.st_uid
+                            or cst.st_gid != st.st_gid):
+                        # Changed by chmod/chown during the write: the new file takes
+                        # what the target has now, or is refused if now read-only.
+                        self._refuse_unwritable(dfd, name, path, cst)
+                        _keep_owner_and_mode(fd, cst, dir_st)
                 finally:
                     os.close(fd)
-                # The last look before the swap (see the module docstring, step 4).
-                if type(mode) is Update and mode.known is not None \
-                        and mode.expected.kind in DIGEST_KINDS:
-                    # The caller holds the expected bytes: compare the file with them
-                    # (what _check does through is_at), without the calls around it.
-                    opened = self._open_regular(dfd, name, path)
-                    if opened is None:
-                        raise fs_error("stale", f"{path} was deleted", path=path)
-                    cfd, cst = opened
-                    try:
-                        # Over the cap the file has a stat version, never the digest
-                        # expected (as in _check); else its bytes must be the known ones.
-                        at = cst.st_size <= self.size_cap and \
-                            _read_to_end(cfd, cst.st_size) == mode.known
-                    finally:
-                        os.close(cfd)
-                    if not at:
-                        raise fs_error("stale", f"{path} changed", path=path)
-                elif type(mode) is not Overwrite:
-                    self._check(dfd, name, path, mode)
                 os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
             except BaseException:
                 with contextlib.suppress(OSError):
@@ -657,6 +700,22 @@ def _folds_case(root: str) -> bool:
     return False
 
 
+def _keep_owner_and_mode(fd: int, st: os.stat_result, dir_st: os.stat_result) -> None:
+    """Give the new file ``fd`` the mode of the target (``st``), and its owner and group
+    where this process may: root may set both, an owner may set a group it belongs to
+    (as ``sed -i`` does, failing quietly otherwise). A new file belongs to the effective
+    uid, and to the directory's group when it is set-group-ID, else the effective gid."""
+    gid = dir_st.st_gid if dir_st.st_mode & stat.S_ISGID else os.getegid()
+    if st.st_uid != os.geteuid() or st.st_gid != gid:
+        try:
+            os.fchown(fd, st.st_uid, st.st_gid)
+        except PermissionError:
+            with contextlib.suppress(PermissionError):
+                os.fchown(fd, -1, st.st_gid)
+    # After fchown, which may clear the set-user/group-ID bits.
+    os.fchmod(fd, stat.S_IMODE(st.st_mode))
+
+
 def _create_temp(dfd: int, name: str) -> tuple[str, int]:
     """A new temp file for ``name`` in ``dfd`` (``O_EXCL``, never through a symlink):
     its name and an fd open for writing."""
@@ -690,7 +749,7 @@ def _remove_leftovers(dfd: int, name: str, entries: Iterable[str]) -> tuple[str,
     prefix = temp_prefix(name)
     others = []
     for entry in entries:
-        if entry.startswith(prefix):
+        if _is_leftover(entry, prefix):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(entry, dir_fd=dfd)
         elif is_temp_name(entry):
