@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import difflib
 import io
+import itertools
 import logging
 import os
 import threading
@@ -345,12 +346,14 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         return err
 
     def _siblings(self, target: Target) -> list[str]:
-        """Up to three names near the missing one, in its directory; bounded work."""
+        """Up to three names near the missing one, in its directory; bounded work. Only
+        names a listing would show: the store's own listing (no crash leftovers, no
+        links leading out), without denied ones."""
         parent = self.fs._parent(target.backend_path)
         try:
             names: list[str] = []
-            for n in self.fs.ls(parent, detail=False):
-                names.append(n.rsplit("/", 1)[-1])
+            for entry in self.store.list_dir(parent):
+                names.append(entry.path.rstrip("/").rsplit("/", 1)[-1])
                 if len(names) >= SIBLINGS_SCAN_LIMIT:
                     break
         except Exception:  # a hint only; never let it mask the real error
@@ -358,14 +361,16 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         base = target.display.rsplit("/", 1)[-1]
         prefix = target.display[: len(target.display) - len(base)]
         folded = base.casefold()
-        exact = [n for n in names if n.casefold() == folded and n != base]
-        near = exact[:3]
-        if len(near) < 3 and len(names) <= SIBLINGS_FUZZY_LIMIT:
+        near = [n for n in names if n.casefold() == folded and n != base]
+        if len(names) <= SIBLINGS_FUZZY_LIMIT:
             by_fold = {n.casefold(): n for n in names}
-            for m in difflib.get_close_matches(folded, list(by_fold), n=3, cutoff=0.6):
+            # More than three: denied ones are dropped below.
+            for m in difflib.get_close_matches(folded, list(by_fold), n=12, cutoff=0.6):
                 if by_fold[m] not in near and by_fold[m] != base:
                     near.append(by_fold[m])
-        return [escape_undecodable(prefix + n) for n in near[:3]]
+        shown = (n for n in near
+                 if self.visible(prefix + n, f"{parent.rstrip('/')}/{n}"))
+        return [escape_undecodable(prefix + n) for n in itertools.islice(shown, 3)]
 
     # -- reading ------------------------------------------------------------------
 
@@ -747,54 +752,76 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             raise fs_error("not_found", f"{target.display} does not exist",
                            path=target.display) from exc
 
+    # A path named here is refused (``denied``) as a read of it would be; a listing
+    # leaves out what a deny rule hides, as the discovery tools do.
+
+    def _shown(self, backend_path: str, kind: str) -> bool:
+        """Whether a listed entry may be shown: not denied itself, and not a directory
+        whose every entry is denied (``secrets/**``)."""
+        if not self.deny:
+            return True
+        display = self.jail.display_of(backend_path)
+        if not self.visible(display, backend_path):
+            return False
+        return kind != "directory" or not self._denied(f"{display}/\uffff")
+
     def ls(self, path: str = "", detail: bool = True, **kwargs: Any) -> list[Any]:
-        target = self.resolve(path or ".") if path not in ("", ".") else Target(
-            self.jail.join(""), ".")
+        target = self.search_root(path)
         entries = self.fs.ls(target.backend_path, detail=True, **kwargs)
-        out = [self._entry(e) for e in entries]
+        out = [self._entry(e) for e in entries
+               if self._shown(self.fs._strip_protocol(e["name"]), e.get("type", ""))]
         return out if detail else [e["name"] for e in out]
 
     def exists(self, path: str, **kwargs: Any) -> bool:
         try:
-            return bool(self.fs.exists(self.resolve(path).backend_path))
+            target = self._readable(path, file=False)
         except FsError as err:
-            if err.code == "outside_root":
+            if err.code in ("outside_root", "denied"):
                 raise
             return False
+        return bool(self.fs.exists(target.backend_path))
 
     def isfile(self, path: str) -> bool:
-        return bool(self.fs.isfile(self.resolve(path).backend_path))
+        return bool(self.fs.isfile(self._readable(path, file=False).backend_path))
 
     def isdir(self, path: str) -> bool:
         if path in ("", "."):
             return True
-        return bool(self.fs.isdir(self.resolve(path).backend_path))
+        return bool(self.fs.isdir(self._readable(path, file=False).backend_path))
 
     def size(self, path: str) -> int:
         return int(self.info(path)["size"])
 
     def find(self, path: str = "", maxdepth: int | None = None, withdirs: bool = False,
              detail: bool = False, **kwargs: Any) -> Any:
-        base = self.jail.join("") if path in ("", ".") else self.resolve(path).backend_path
+        base = self.search_root(path).backend_path
         found = self.fs.find(base, maxdepth=maxdepth, withdirs=withdirs, detail=True)
-        entries = {self.jail.display_of(self.fs._strip_protocol(k)): self._entry(v)
-                   for k, v in found.items()}
+        entries = {}
+        for key, info in found.items():
+            listed = self.fs._strip_protocol(key)
+            if self._shown(listed, info.get("type", "")):
+                entries[self.jail.display_of(listed)] = self._entry(info)
         return entries if detail else sorted(entries)
 
     def walk(self, path: str = "", maxdepth: int | None = None, **kwargs: Any
              ) -> Iterator[Any]:
-        base = self.jail.join("") if path in ("", ".") else self.resolve(path).backend_path
+        base = self.search_root(path).backend_path
+        kwargs.pop("topdown", None)  # top-down only: denied directories are pruned
         for root, dirs, files in self.fs.walk(base, maxdepth=maxdepth, **kwargs):
-            yield self.jail.display_of(self.fs._strip_protocol(root)), dirs, files
+            root = self.fs._strip_protocol(root)
+            prefix = root.rstrip("/") + "/"
+            dirs[:] = [d for d in dirs if self._shown(prefix + d, "directory")]
+            files[:] = [f for f in files if self._shown(prefix + f, "file")]
+            yield self.jail.display_of(root), dirs, files
 
     def modified(self, path: str) -> Any:
-        return self.fs.modified(self.resolve(path).backend_path)
+        return self.fs.modified(self._readable(path, file=False).backend_path)
 
     def created(self, path: str) -> Any:
-        return self.fs.created(self.resolve(path).backend_path)
+        return self.fs.created(self._readable(path, file=False).backend_path)
 
     def ukey(self, path: str) -> str:
-        return str(self.fs.ukey(self.resolve(path).backend_path))
+        return str(self.fs.ukey(self._readable(path, file=False).backend_path))
 
     # -- discovery (glob, grep, ls): listings, no observations ----------------------
 
