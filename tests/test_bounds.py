@@ -156,6 +156,40 @@ def test_no_match_hint_is_linear_on_pathological_inputs(case: str) -> None:
     assert "similar_lines" not in error(info).details
 
 
+def test_no_match_hint_work_is_bounded_by_the_spans_it_checks(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each candidate of the whitespace-free search is checked by a regex over its span in
+    # the file; wide whitespace between the tokens made each check cost far more than
+    # the needle it was charged ("a" + 87 spaces, repeated: N^1.5 before). Count the
+    # characters every check may look at: at most the hint's budget.
+    import re as re_module
+
+    from toolfs import text as text_module
+
+    examined: list[int] = []
+    real_compile = re_module.compile
+
+    class Counting:
+        def __init__(self, pattern: re_module.Pattern[str]) -> None:
+            self.pattern = pattern
+
+        def match(self, string: str, pos: int = 0,
+                  endpos: int | None = None) -> re_module.Match[str] | None:
+            examined.append((len(string) if endpos is None else endpos) - pos)
+            return self.pattern.match(string, pos, len(string) if endpos is None else endpos)
+
+    monkeypatch.setattr(text_module.re, "compile",
+                        lambda p, flags=0: Counting(real_compile(p, flags)))
+    m = 700
+    text = ("a" + " " * (m // 8)) * (2 * m)
+    old = "a " * (m - 1) + "aa"
+    with pytest.raises(FsError) as info:
+        apply_edit(text, old, "x", replace_all=False)
+    assert error(info).code == "no_match"
+    assert examined, "the hint checked no candidate"
+    assert sum(examined) <= 4 * (len(text) + len(old)) + 65_536 + len(text)
+
+
 HINT_CASES = [
     # (file, old_string, hint expected)
     ("version = 10\n", "version = 1\n", False),  # old ends with whitespace: token boundary

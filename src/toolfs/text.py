@@ -316,6 +316,13 @@ def match_lines(text: str, needle: str) -> list[int]:
     return lines
 
 
+def _utf8_size(text: str) -> int:
+    """The UTF-8 size of ``text``, for projecting an edit's size: a lone surrogate counts
+    its three bytes rather than raising (the caller refuses such text as
+    ``invalid_arguments`` when it is stored)."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def apply_edit(raw: str, old: str, new: str, *, replace_all: bool,
                path: str | None = None, max_bytes: int | None = None,
                bom: bool = False, size: int | None = None) -> EditOutcome:
@@ -354,9 +361,9 @@ def apply_edit(raw: str, old: str, new: str, *, replace_all: bool,
         if max_bytes is not None:
             # ASCII (most edits) is as many bytes as characters: no encoding needed.
             growth = (len(new_n) - len(old_n)) if new_n.isascii() and old_n.isascii() \
-                else len(new_n.encode("utf-8")) - len(old_n.encode("utf-8"))
+                else _utf8_size(new_n) - _utf8_size(old_n)
             if size is None:
-                size = len(raw.encode("utf-8", "surrogatepass"))
+                size = _utf8_size(raw)
             if size + count * growth + (len(BOM) if bom else 0) > max_bytes:
                 _check_size(size + count * growth, bom, max_bytes, path)
         if count == 1:
@@ -382,9 +389,9 @@ def apply_edit(raw: str, old: str, new: str, *, replace_all: bool,
             yield m.to_raw(s), m.to_raw(e), default_crlf if uses is None else uses
 
     if max_bytes is not None:
-        new_b, new_crlf_b = len(new_n.encode("utf-8")), len(new_crlf.encode("utf-8"))
-        old_b = len(old_n.encode("utf-8"))
-        size = len(raw.encode("utf-8", "surrogatepass"))
+        new_b, new_crlf_b = _utf8_size(new_n), _utf8_size(new_crlf)
+        old_b = _utf8_size(old_n)
+        size = _utf8_size(raw)
         for rs, re_, crlf in spans():
             # The raw span is old_n plus one "\r" per CRLF newline inside it.
             size += (new_crlf_b if crlf else new_b) - old_b - (re_ - rs - len(old_n))
@@ -435,8 +442,8 @@ def _single_crlf_edit(raw: str, old_n: str, new_n: str, path: str | None,
         return None
     if max_bytes is not None:
         if size is None:
-            size = len(raw.encode("utf-8", "surrogatepass"))
-        _check_size(size + len(new_r.encode("utf-8")) - len(old_r.encode("utf-8")), bom,
+            size = _utf8_size(raw)
+        _check_size(size + _utf8_size(new_r) - _utf8_size(old_r), bom,
                     max_bytes, path)
     return EditOutcome(text=raw.replace(old_r, new_r, 1), count=1,
                        lines=[raw.count("\n", 0, first) + 1],
@@ -536,9 +543,10 @@ def whitespace_matches(text: str, old: str, limit: int = MAX_HINTS) -> list[int]
     boundary of ``text`` (``version = 1\\n`` is not a match inside ``version = 10``).
 
     Found by ``str.find`` of the whitespace-free ``old`` in the whitespace-free text,
-    each candidate mapped back to ``text`` and checked there; the checks have a budget
-    proportional to ``len(text)``, so a text of many near-misses yields fewer hints,
-    never more work.
+    each candidate mapped back to ``text`` (its span: from its first character to its
+    last, whitespace between included) and checked there within that span; each check is
+    charged the span's length against a budget proportional to ``len(text)``, so a text
+    of many near-misses yields fewer hints, never more work.
     """
     tokens = [t for t in _WS.split(old) if t]
     if not tokens or len(old) > MAX_HINT_OLD:
@@ -550,18 +558,27 @@ def whitespace_matches(text: str, old: str, limit: int = MAX_HINTS) -> list[int]
     runs = _WS.finditer(text)  # the whitespace runs of text, in order
     run = next(runs, None)
     removed = 0  # whitespace characters of text before the current candidate
+    # The same walk for the candidate's last character (ascending too).
+    end_runs = _WS.finditer(text)
+    end_run = next(end_runs, None)
+    end_removed = 0
     budget = 4 * (len(text) + len(needle)) + 65_536
     found: list[int] = []
     p = stripped.find(needle)
     while p != -1 and len(found) < limit and budget > 0:
-        budget -= len(needle)
         while run is not None and run.start() <= p + removed:
             removed += run.end() - run.start()
             run = next(runs, None)
         start = p + removed  # candidates ascend, so this walk is linear overall
+        last = p + len(needle) - 1
+        while end_run is not None and end_run.start() <= last + end_removed:
+            end_removed += end_run.end() - end_run.start()
+            end_run = next(end_runs, None)
+        end = last + end_removed + 1  # a match spans exactly [start, end)
+        budget -= end - start
         if pattern is None:
             pattern = re.compile(r"\s*".join(re.escape(t) for t in tokens))
-        mt = pattern.match(text, start)
+        mt = pattern.match(text, start, end)
         if (mt is not None
                 and (not lead or start == 0 or text[start - 1].isspace())
                 and (not trail or mt.end() == len(text) or text[mt.end()].isspace())):

@@ -30,11 +30,20 @@ def read(fs: PolicyFileSystem, args: ReadArgs) -> ReadResult:
     return read_file(fs, args.file_path, args.offset, args.limit)
 
 
+MAX_OFFSET = 2**63 - 1
+"""The largest ``offset`` a read accepts (more lines than any file can hold)."""
+
+
 def read_file(fs: PolicyFileSystem, file_path: str, offset: int | None = None,
               limit: int | None = None) -> ReadResult:
     """:func:`read` with the arguments given one by one, already valid."""
     offset = offset or 1
     limit = limit or DEFAULT_LIMIT
+    if offset > MAX_OFFSET:
+        # It is shown back (`start_line`), and Python refuses to print an int of more
+        # than 4,300 digits: no file has this many lines anyway.
+        raise fs_error("invalid_arguments", f"offset must be at most {MAX_OFFSET}",
+                       details={"argument": "offset", "maximum": MAX_OFFSET})
     with fs.open(file_path, "rb") as f:
         if f.complete:
             return _read_whole(f, offset, limit)
