@@ -155,3 +155,97 @@ def test_sibling_prefix_root_on_every_backend(backend: Backend) -> None:
     if backend.name != "generic":  # DirFileSystem has no URL form of its own
         out = ws.execute("read", {"file_path": inside})
         assert not out.is_error, (inside, out.text)
+
+
+# -- the root reached through a symlink inside it -----------------------------------------
+
+
+def test_a_symlink_to_the_root_is_not_a_file(tmp_path: pathlib.Path) -> None:
+    """`self -> .` and `docs/up -> ..` stay inside the root and lead to the root itself,
+    a directory: read, write and edit answer not_a_file, as for "." (they used to answer
+    outside_root, "self is outside self"); a link to the root's parent still is
+    outside_root, and nothing is written anywhere."""
+    b, outside = _local(tmp_path)
+    os.makedirs(os.path.join(b.root, "docs"))
+    os.symlink(".", os.path.join(b.root, "self"))
+    os.symlink("..", os.path.join(b.root, "docs", "up"))
+    os.symlink("..", os.path.join(b.root, "parent"))
+    before = sorted(os.listdir(b.root)), sorted(os.listdir(tmp_path))
+    ws = b.workspace()
+    calls = [("read", {}), ("write", {"content": "x"}),
+             ("edit", {"old_string": "a", "new_string": "b"})]
+    for path in (".", "self", "docs/up", "self/docs/up"):
+        for tool, extra in calls:
+            out = ws.execute(tool, {"file_path": path, **extra})
+            assert out.error is not None and out.error.code == "not_a_file", (path, out.text)
+    for path in ("self", "docs/up"):
+        with pytest.raises(Exception) as exc:
+            ws.fs.rm_file(path)
+        assert getattr(exc.value, "code", None) == "not_a_file"
+        assert ws.fs.resolve(path).reaches_root
+    for path in ("parent", "docs/up/..", "self/parent"):
+        for tool, extra in calls:
+            out = ws.execute(tool, {"file_path": path, **extra})
+            assert out.error is not None and out.error.code == "outside_root", (path, out.text)
+    assert (sorted(os.listdir(b.root)), sorted(os.listdir(tmp_path))) == before
+    assert (outside / "secret.txt").read_text() == "secret\n"
+
+
+# -- removing empty directories: never a denied one, never outside the root ---------------
+
+
+def test_remove_empty_dirs_keeps_denied_directories_and_the_root(backend: Backend) -> None:
+    """``PolicyFileSystem.remove_empty_dirs`` removes ordinary empty directories and
+    leaves a denied one with everything in it; the root and a denied directory named
+    directly are refused (denied), and a read-only workspace removes nothing."""
+    if not backend.keeps_empty_dirs or not backend.capabilities.cheap_listing:
+        pytest.skip("object stores have no empty directories to remove")
+    for d in ("p/.git/refs/heads", "p/.git/objects/pack", "p/secrets/inner", "p/a/b"):
+        backend.fs.makedirs(backend.key(d), exist_ok=True)
+    ws = backend.workspace(deny=[".git/**", "secrets/"])
+    for path in (".", "p/.git", "p/secrets", "p/.git/refs"):
+        with pytest.raises(Exception) as exc:
+            ws.fs.remove_empty_dirs(path)
+        assert getattr(exc.value, "code", None) == "denied", path
+    with pytest.raises(Exception) as exc:
+        backend.workspace(read_only=True).fs.remove_empty_dirs("p/a")
+    assert getattr(exc.value, "code", None) == "denied"
+    removed = ws.fs.remove_empty_dirs("p")
+    assert sorted(removed) == ["p/a", "p/a/b"]
+    for d in ("p/.git/refs/heads", "p/.git/objects/pack", "p/secrets/inner"):
+        assert backend.fs.isdir(backend.key(d)), d
+
+
+def test_remove_empty_dirs_never_follows_a_directory_swapped_for_a_symlink(
+        tmp_path: pathlib.Path) -> None:
+    """Directories are opened and removed relative to their walked parent's fd, with
+    O_NOFOLLOW: a directory swapped for a symlink to outside the root between the
+    listing and the rmdir (here: while its own subdirectories are looked at, and before
+    it is opened) is left alone, and nothing outside the root is removed."""
+    b, outside = _local(tmp_path)
+    for d in ("p/c/d", "p/e/f"):
+        os.makedirs(os.path.join(b.root, d))
+    for d in ("victim/d", "victim2"):
+        (outside / d).mkdir(parents=True)
+    ws = b.workspace()
+    root = ws.fs.jail.real_root
+    store = ws.fs.store
+
+    def keep(path: str) -> bool:
+        rel = os.path.relpath(path, root)
+        if rel == "p/c/d":  # p/c is open and listed: swap it for a link to outside
+            os.rename(os.path.join(root, "p/c"), os.path.join(root, "p/c_old"))
+            os.symlink(outside / "victim", os.path.join(root, "p/c"))
+        if rel == "p/e":  # listed in p, not yet opened: swap it
+            os.rename(os.path.join(root, "p/e"), os.path.join(root, "p/e_old"))
+            os.symlink(outside / "victim2", os.path.join(root, "p/e"))
+        return False
+
+    removed = store.remove_empty_dirs(os.path.join(root, "p"), keep)
+    assert (outside / "victim" / "d").is_dir() and (outside / "victim2").is_dir()
+    assert os.path.islink(os.path.join(root, "p/c")) and os.path.islink(
+        os.path.join(root, "p/e"))
+    # What was walked before the swap, inside the root, may go; p holds the links.
+    assert os.path.join(root, "p/c/d") in removed
+    assert not os.path.exists(os.path.join(root, "p/c_old/d"))
+    assert os.path.isdir(os.path.join(root, "p"))

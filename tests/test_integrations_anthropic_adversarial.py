@@ -20,7 +20,7 @@ pytest.importorskip("httpx2", reason="the anthropic SDK's HTTP client is missing
 
 import toolfs  # noqa: E402
 from tests import test_integrations_anthropic as base  # noqa: E402
-from tests.backends import Backend, LocalBackend  # noqa: E402
+from tests.backends import Backend, LocalBackend, MemoryBackend  # noqa: E402
 from tests.test_integrations_anthropic import EDITOR, ScriptedModel, steps  # noqa: E402
 from toolfs.integrations.anthropic import MemoryTool, TextEditor, beta_tools  # noqa: E402
 
@@ -357,6 +357,153 @@ def test_directory_delete_racing_with_an_edit_inside(store: Backend) -> None:
         assert deleted.is_error, deleted.text
     if not deleted.is_error:
         assert not any(store.exists(f"dir/{n}.md") for n in "abc")
+
+
+# -- directory delete and rename: denied directories, symlinks, the root by another name --
+
+# The empty directories a fresh `git init` makes, and its one file (no git binary needed).
+GIT_DIRS = (".git", ".git/refs", ".git/refs/heads", ".git/refs/tags", ".git/objects",
+            ".git/objects/info", ".git/objects/pack", ".git/branches", ".git/hooks")
+
+
+@pytest.fixture(params=["memory", "local"])
+def dirs_store(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
+    """A backend that keeps empty directories (memory's pseudo-directories, local disk)."""
+    b: Backend = MemoryBackend() if request.param == "memory" else LocalBackend(str(tmp_path))
+    b.setup()
+    try:
+        yield b
+    finally:
+        b.teardown()
+
+
+def _git_project(b: Backend) -> None:
+    """proj/ with a file, a fake fresh git repository, an empty directory the `secrets/`
+    rule denies, and an ordinary empty directory tree."""
+    b.put("proj/notes.md", b"hello\n")
+    b.put("proj/.git/HEAD", b"ref: refs/heads/main\n")
+    for d in GIT_DIRS:
+        b.fs.makedirs(b.key(f"proj/{d}"), exist_ok=True)
+    b.fs.makedirs(b.key("proj/secrets/keep_me"), exist_ok=True)
+    b.fs.makedirs(b.key("proj/empty/inner"), exist_ok=True)
+
+
+@pytest.mark.parametrize("command", ["delete", "rename"])
+def test_directory_delete_and_rename_leave_denied_directories_alone(
+        dirs_store: Backend, command: str) -> None:
+    """Deleting (or renaming) a directory removes the empty directories it leaves, but
+    never one inside a denied subtree: `.git/**` used to lose 7 of its 9 empty
+    directories (refs/, objects/...), which stops it being a git repository."""
+    b = dirs_store
+    _git_project(b)
+    memory = MemoryTool(b.workspace(deny=[".git/**", "secrets/"]))
+    memory.call({"command": "view", "path": "/memories/proj/notes.md"})
+    if command == "delete":
+        out = memory.execute_input({"command": "delete", "path": "/memories/proj"})
+    else:
+        out = memory.execute_input({"command": "rename", "old_path": "/memories/proj",
+                                    "new_path": "/memories/moved"})
+        assert b.get("moved/notes.md") == b"hello\n"
+    assert not out.is_error, out.text
+    assert not b.exists("proj/notes.md")
+    for d in GIT_DIRS:
+        assert b.fs.isdir(b.key(f"proj/{d}")), d
+    assert b.get("proj/.git/HEAD") == b"ref: refs/heads/main\n"
+    assert b.fs.isdir(b.key("proj/secrets/keep_me"))
+    # The ordinary empty directories still go, as before.
+    assert not b.fs.exists(b.key("proj/empty/inner"))
+    assert not b.fs.exists(b.key("proj/empty"))
+
+
+def test_directory_delete_never_walks_through_a_symlinked_directory(tmp_path: Any) -> None:
+    """An empty directory reached through a symlinked directory inside the deleted one
+    is not the deleted directory's: it stays, and so does the link."""
+    b = LocalBackend(str(tmp_path))
+    b.setup()
+    b.put("proj/notes.md", b"hello\n")
+    os.makedirs(b.key("other/empty_inner"))
+    os.makedirs(str(tmp_path / "outside" / "empty_outer"))
+    os.symlink("../other", b.key("proj/to_other"))
+    memory = MemoryTool(b.workspace())
+    memory.call({"command": "view", "path": "/memories/proj/notes.md"})
+    out = memory.execute_input({"command": "delete", "path": "/memories/proj"})
+    assert not out.is_error, out.text
+    assert os.path.isdir(b.key("other/empty_inner"))
+    assert os.path.islink(b.key("proj/to_other"))
+    assert os.path.isdir(str(tmp_path / "outside" / "empty_outer"))
+
+
+def _root_aliases(tmp_path: Any) -> tuple[LocalBackend, list[str]]:
+    b = LocalBackend(str(tmp_path))
+    b.setup()
+    b.put("a.md", b"a\n")
+    b.put("docs/b.md", b"b\n")
+    b.put(".git/HEAD", b"ref: refs/heads/main\n")
+    os.makedirs(b.key(".git/refs/heads"))
+    os.makedirs(b.key("docs/drafts"))
+    os.symlink(".", b.key("self"))
+    os.symlink("..", b.key("docs/up"))
+    return b, ["/memories/self", "/memories/docs/up", "/memories/self/docs/up"]
+
+
+def _tree(root: str) -> list[str]:
+    return sorted(os.path.relpath(os.path.join(dp, n), root)
+                  for dp, dn, fn in os.walk(root) for n in dn + fn)
+
+
+def test_a_symlink_to_the_memory_root_is_the_root(tmp_path: Any) -> None:
+    """`self -> .` and `docs/up -> ..` lead to /memories itself: deleting or renaming
+    them is refused as for /memories (they used to delete or move every file), a rename
+    into the source through such a link is refused, and viewing one lists the root."""
+    b, aliases = _root_aliases(tmp_path)
+    before = _tree(b.root)
+    memory = MemoryTool(b.workspace(deny=[".git/**"]))
+    for p in ("/memories/a.md", "/memories/docs/b.md"):
+        memory.call({"command": "view", "path": p})
+    for alias in aliases:
+        out = memory.execute_input({"command": "delete", "path": alias})
+        assert out.is_error and out.error is not None and out.error.code == "denied", out.text
+        assert out.text.startswith(
+            "Error [denied]: Cannot delete the /memories directory itself\n"), out.text
+        out = memory.execute_input({"command": "rename", "old_path": alias,
+                                    "new_path": "/memories/moved"})
+        assert out.is_error and out.error is not None and out.error.code == "denied", out.text
+        assert out.text.startswith(
+            "Error [denied]: Cannot rename the /memories directory itself\n"), out.text
+        out = memory.execute_input({"command": "rename", "old_path": "/memories/a.md",
+                                    "new_path": alias})
+        assert out.is_error and out.error is not None, out.text
+        assert out.error.code == "invalid_arguments", out.text
+        assert "already exists" in out.text
+        view = memory.execute_input({"command": "view", "path": alias})
+        assert not view.is_error, view.text
+        assert f"{alias}/docs/" in view.text and f"{alias}/a.md" in view.text
+    # Into itself, by way of a link: /memories/self/docs/sub is /memories/docs/sub.
+    out = memory.execute_input({"command": "rename", "old_path": "/memories/docs",
+                                "new_path": "/memories/self/docs/sub"})
+    assert out.is_error and out.error is not None, out.text
+    assert out.error.code == "invalid_arguments" and "into itself" in out.text, out.text
+    assert _tree(b.root) == before
+
+
+def test_file_commands_on_a_symlink_to_the_root_say_it_is_a_directory(
+        tmp_path: Any) -> None:
+    """The text editor's and the memory tool's file commands on a link to the root: the
+    answer for a directory (not_a_file), as for the root itself, not outside_root."""
+    b, _ = _root_aliases(tmp_path)
+    before = _tree(b.root)
+    editor, memory = TextEditor(b.workspace()), MemoryTool(b.workspace())
+    for path in ("self", "docs/up"):
+        for command in ({"command": "create", "path": path, "file_text": "x"},
+                        {"command": "str_replace", "path": path, "old_str": "a",
+                         "new_str": "b"},
+                        {"command": "insert", "path": path, "insert_line": 0,
+                         "new_str": "x"}):
+            out = editor.execute(command)
+            assert out.error is not None and out.error.code == "not_a_file", out.text
+            out = memory.execute_input({**command, "path": f"/memories/{path}"})
+            assert out.error is not None and out.error.code == "not_a_file", out.text
+    assert _tree(b.root) == before
 
 
 # -- the runner: every refusal reaches the model as a tool_result with is_error ---------

@@ -683,6 +683,29 @@ def test_deny_rules_and_read_only_refuse_before_anything_is_stored() -> None:
     assert "read-only" in out.text and ws.fs.cat_file("a.txt") == b"a\n"
 
 
+def test_patch_operations_on_a_symlink_to_the_root_are_not_a_file(
+        tmp_path: pathlib.Path) -> None:
+    """`self -> .` and `docs/up -> ..` lead to the root, a directory: every operation on
+    them (and a move onto one) is not_a_file, as for the root itself, not outside_root
+    ("self is outside self"); nothing changes."""
+    root = tmp_path / "root"
+    (root / "docs").mkdir(parents=True)
+    (root / "a.md").write_text("a\n")
+    (root / "self").symlink_to(".")
+    (root / "docs" / "up").symlink_to("..")
+    ws = toolfs.Workspace(str(root))
+    ws.read("a.md")
+    for op in ({"type": "delete_file", "path": "self"},
+               {"type": "create_file", "path": "self", "diff": "+x\n"},
+               {"type": "update_file", "path": "docs/up", "diff": "@@\n-a\n+b\n"},
+               {"type": "update_file", "path": "a.md", "diff": "@@\n-a\n+b\n",
+                "move_to": "docs/up"}):
+        out = apply_patch(ws, op)
+        assert out.error is not None and out.error.code == "not_a_file", (op, out.text)
+    assert sorted(p.name for p in root.iterdir()) == ["a.md", "docs", "self"]
+    assert (root / "a.md").read_text() == "a\n"
+
+
 # -- the Agents SDK's Runner, scripted model --------------------------------------------
 
 

@@ -26,7 +26,7 @@ import contextlib
 import datetime
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -217,6 +217,18 @@ class Store(ABC):
                 yield path, self.get(path, length=length)
             except FsError as err:
                 yield path, err
+
+    def remove_empty_dirs(self, path: str, keep: Callable[[str], bool], *,
+                          limit: int = 10_000) -> list[str]:
+        """Remove the empty directories at and below the directory ``path`` (strictly
+        inside the root), deepest first, and return the paths removed. A directory for
+        which ``keep(its path)`` is true is left alone with everything below it, never
+        listed; a directory that is not empty stays; at most ``limit`` directories are
+        looked at (best effort: what is left over stays). Stores with symlinks never walk
+        through one and remove nothing outside the root, even when a directory is swapped
+        for a link meanwhile. This default removes nothing: object stores have no
+        directories, and a wrapped filesystem of unknown kind is not walked."""
+        return []
 
     def is_root(self, path: str) -> bool:
         """Whether ``path`` names the workspace root (or the filesystem's own root)."""

@@ -48,7 +48,7 @@ import itertools
 import os
 import secrets
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar
 
 from toolfs.backends.base import (
@@ -70,6 +70,9 @@ _TMP_MARK = ".toolfs-tmp-"
 _NAME_MAX = 255
 _TMP_RANDOM = 12  # hex characters of randomness after the prefix
 _TMP_MASK = (1 << (4 * _TMP_RANDOM)) - 1
+_PRUNE_DEPTH = 128
+"""Directory levels :meth:`LocalStore.remove_empty_dirs` descends (one fd open per
+level); deeper ones are left in place."""
 _TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
 _CLEAN_MEMORY = 4096  # directories a store remembers as swept
 _LEFTOVERS_MEMORY = 64  # other names' temp files remembered per directory, at most
@@ -377,6 +380,68 @@ class LocalStore(Store):
                 elif _is_regular(st):
                     yield Entry(path=entry.path, kind="file", size=st.st_size,
                                 mtime=st.st_mtime, target=target)
+
+    # -- removing empty directories ------------------------------------------------
+
+    def remove_empty_dirs(self, path: str, keep: Callable[[str], bool], *,
+                          limit: int = 10_000) -> list[str]:
+        """:meth:`Store.remove_empty_dirs` by file descriptors: the parent of ``path`` is
+        walked from the (checked) root with ``O_NOFOLLOW``, each directory is opened
+        relative to its parent with ``O_NOFOLLOW`` and listed through that fd, and
+        removed with ``rmdir`` relative to its parent's fd, right after an ``lstat``
+        there shows it is still the directory walked. A symlink is never walked through
+        (a directory swapped for one meanwhile is left alone, and ``rmdir`` never
+        follows one), so nothing outside the root is touched."""
+        if keep(path):
+            return []
+        try:
+            parent, name = self._walk(path)  # outside_root for the root itself
+        except FsError:
+            return []
+        removed: list[str] = []
+        try:
+            self._prune(parent, name, path, keep, removed, [limit], 0)
+        finally:
+            os.close(parent)
+        return removed
+
+    def _prune(self, parent: int, name: str, path: str, keep: Callable[[str], bool],
+               removed: list[str], budget: list[int], depth: int) -> None:
+        """Remove the empty directories below ``name`` (in the directory ``parent``, an
+        fd), then ``name`` itself if it is empty by then; ``path`` is its full path, for
+        ``keep`` and the answer. ``budget``: directories still to look at (shared)."""
+        if budget[0] <= 0 or depth > _PRUNE_DEPTH:
+            return
+        budget[0] -= 1
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+        except OSError:
+            return  # gone, a file, or a symlink: left alone
+        try:
+            walked = os.fstat(fd)
+            try:
+                with os.scandir(fd) as it:
+                    subdirs = [e.name for e in it if e.is_dir(follow_symlinks=False)]
+            except OSError:
+                return  # unreadable: it stays, and so does everything below it
+            for sub in subdirs:
+                child = f"{path.rstrip(os.sep)}{os.sep}{sub}"
+                if not keep(child):  # a kept directory is not even listed
+                    self._prune(fd, sub, child, keep, removed, budget, depth + 1)
+        finally:
+            os.close(fd)
+        try:
+            now = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except OSError:
+            return
+        if not stat.S_ISDIR(now.st_mode) or \
+                (now.st_dev, now.st_ino) != (walked.st_dev, walked.st_ino):
+            return  # swapped meanwhile (for a link, or another directory): not ours
+        try:
+            os.rmdir(name, dir_fd=parent)
+        except OSError:
+            return  # not empty (a file written meanwhile, a kept directory below)
+        removed.append(path)
 
     # -- reading ------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ workspaces over ``memory://`` see the same files; the lock is shared the same wa
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 from fsspec.implementations.memory import MemoryFile
@@ -91,6 +91,50 @@ class MemoryStore(Store):
                 dirs.add(starter + rest.split("/", 1)[0])
         for d in sorted(dirs):
             yield Entry(path=d, kind="dir")
+
+    def remove_empty_dirs(self, path: str, keep: Callable[[str], bool], *,
+                          limit: int = 10_000) -> list[str]:
+        """:meth:`Store.remove_empty_dirs` over ``fs.pseudo_dirs``, under the lock every
+        write takes (no file can appear in a directory between the check and the
+        removal). No symlinks here."""
+        own, starter = self._starter(path)
+        if not own or self.is_root(path):
+            return []
+        kept: dict[str, bool] = {}
+
+        def is_kept(d: str) -> bool:
+            # A directory is kept when it or a directory between it and `own` is.
+            if d not in kept:
+                parent = d.rsplit("/", 1)[0]
+                kept[d] = keep(d) or (d != own and is_kept(parent))
+            return kept[d]
+
+        def below(d: str) -> bool:
+            return d == own or d.startswith(starter)
+
+        removed: list[str] = []
+        with _LOCK:
+            every = sorted((d for d in self.fs.pseudo_dirs if below(d)),
+                           key=lambda d: d.count("/"))
+            # The shallowest `limit` directories not kept are candidates; every other
+            # directory (kept, or past the limit) and every file holds its parents up.
+            candidates = [d for d in every[:limit] if not is_kept(d)]
+            chosen = set(candidates)
+            occupied: set[str] = set()
+            holders = [k for k in self.fs.store if k.startswith(starter)]
+            holders += [d for d in every if d not in chosen]
+            for held in holders:
+                parent = held.rsplit("/", 1)[0]
+                while below(parent) and parent not in occupied:
+                    occupied.add(parent)
+                    parent = parent.rsplit("/", 1)[0]
+            for d in reversed(candidates):  # deepest first
+                if d in occupied:
+                    occupied.add(d.rsplit("/", 1)[0])
+                    continue
+                self.fs.pseudo_dirs.remove(d)
+                removed.append(d)
+        return removed
 
     def get(
         self, path: str, *, start: int = 0, length: int | None = None,

@@ -62,6 +62,7 @@ from anthropic.types.beta import (
 from toolfs import tools
 from toolfs.errors import FsError, fs_error
 from toolfs.policy.filesystem import Found, PolicyFileSystem
+from toolfs.policy.paths import Target
 from toolfs.render import MAX_LINE_CHARS, ToolOutput, number_line, render_output
 from toolfs.results import (
     EditResult,
@@ -733,7 +734,9 @@ class _Engine:
         raw = given["path"]
         shown = _shown(raw, MAX_SHOWN_PATH)
         rel = self.path(raw)
-        if rel == ".":  # [memory SDK] delete
+        # [memory SDK] delete. By where the path leads, not how it is spelled: a symlink
+        # to the root (`self -> .`, `docs/up -> ..`) names the root as well.
+        if rel == "." or self._target(rel, shown, raw).reaches_root:
             raise _refuse("denied", "Cannot delete the /memories directory itself")
         if self._is_file(rel, shown, raw):
             try:
@@ -775,6 +778,11 @@ class _Engine:
         self._remove_empty_dirs(rel)
         return _Done(f"Successfully deleted {shown}", None)
 
+    def _target(self, rel: str, shown: str, raw: str) -> Target:
+        """``rel`` confined by the policy filesystem: where it leads, symlinks followed
+        (``outside_root`` in the reference wording)."""
+        return self._call(lambda: self.fs.resolve(rel), shown, raw)
+
     def _is_file(self, rel: str, shown: str, raw: str) -> bool:
         return self._call(lambda: self.fs.isfile(rel), shown, raw)
 
@@ -788,20 +796,12 @@ class _Engine:
     def _remove_empty_dirs(self, rel: str) -> None:
         """Local and memory filesystems keep empty directories; remove those left (best
         effort: a directory another agent just wrote into is not empty and stays).
-        Object stores have no directories: nothing to do there."""
-        if not self.fs.store.capabilities.cheap_listing:
-            return
-        try:
-            target = self.fs.resolve(rel)
-            dirs = [target.backend_path]
-            for root, subdirs, _files in self.fs.fs.walk(target.backend_path):
-                dirs += [f"{root.rstrip('/')}/{d}" for d in subdirs]
-            for d in sorted(dirs, key=len, reverse=True):
-                # Not empty (another agent wrote into it) or already gone: it stays.
-                with contextlib.suppress(Exception):
-                    self.fs.fs.rmdir(d)
-        except Exception:  # a listing failure leaves directories, never files, behind
-            pass
+        Through the policy filesystem, never the raw one: denied directories (``.git``
+        and everything in it) stay, symlinks are not walked through, nothing outside the
+        root is touched. Object stores have no directories: nothing to do there."""
+        # A failure leaves directories, never files, behind: the files are gone already.
+        with contextlib.suppress(Exception):
+            self.fs.remove_empty_dirs(rel)
 
     # -- rename (memory) -----------------------------------------------------------
 
@@ -815,7 +815,20 @@ class _Engine:
             raise _refuse("invalid_arguments", f"The destination {new_shown} already exists")
         if new == old or new.startswith(old + "/"):
             raise _invalid(f"Cannot rename {old_shown} into itself ({new_shown})")
-        self._call(lambda: self.fs.resolve(new), new_shown, new_raw)
+        # The same checks on where the paths lead (symlinks followed): a link to the root
+        # is the root, and a destination reached through a link may lie inside the
+        # source all the same.
+        source = self._target(old, old_shown, old_raw)
+        if source.reaches_root:
+            raise _refuse("denied", "Cannot rename the /memories directory itself")
+        dest = self._target(new, new_shown, new_raw)
+        if dest.reaches_root:
+            raise _refuse("invalid_arguments", f"The destination {new_shown} already exists")
+        src_at, dest_at = source.reached, dest.reached
+        if self.fs.store.folds_case:
+            src_at, dest_at = src_at.casefold(), dest_at.casefold()
+        if dest_at == src_at or dest_at.startswith(src_at + "/"):
+            raise _invalid(f"Cannot rename {old_shown} into itself ({new_shown})")
         if self._exists(new) or self._empty_dir(new, new_shown, new_raw):
             # [memory docs] rename: "Error: The destination {new_path} already exists"
             raise _refuse("invalid_arguments", f"The destination {new_shown} already exists")

@@ -271,9 +271,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
     def _file(self, path: str) -> Target:
         """Confine a path that must name a file: the root itself never is one."""
         target = self.jail.resolve(path)
-        if target.display == ".":  # the root
-            raise fs_error("not_a_file", "the workspace root is a directory, not a file",
-                           path=".")
+        if target.display == "." or target.resolved == ".":  # target.reaches_root
+            raise _root_not_a_file(target)
         return target
 
     def _deny_reason(self, target: Target) -> str | None:
@@ -281,6 +280,15 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             if self._denied(name):
                 return f"{escape_undecodable(name)} matches a deny rule"
         return None
+
+    def dir_denied(self, display: str) -> bool:
+        """Whether the directory ``display`` (root-relative) is denied: a deny rule
+        matches it, or every path below it (``.git/**`` and ``secrets/`` match
+        ``.git/HEAD`` and ``secrets/x`` but not ``.git`` or ``secrets`` themselves; the
+        probe is a name below that no rule could single out)."""
+        if not self.deny:
+            return False
+        return self._denied(display) or self._denied(f"{display}/\uffff")
 
     def _check_writable(self, target: Target, op: Operation) -> None:
         if not self.read_only and not self.deny:
@@ -295,9 +303,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         ``via_store``: the caller reaches it only through the store (see
         ``_root_checked``)."""
         target = self.jail.resolve(path, root_checked=via_store and self._root_checked)
-        if target.display == ".":
-            raise fs_error("not_a_file", "the workspace root is a directory, not a file",
-                           path=".")
+        if target.display == "." or target.resolved == ".":  # target.reaches_root
+            raise _root_not_a_file(target)
         if self.read_only or self.deny:
             self._check_writable(target, op)
         return target
@@ -309,9 +316,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             target = self.resolve(path)
         else:  # _file, with the root check left to the store where it makes it
             target = self.jail.resolve(path, root_checked=via_store and self._root_checked)
-            if target.display == ".":
-                raise fs_error("not_a_file", "the workspace root is a directory, not a "
-                               "file", path=".")
+            if target.display == "." or target.resolved == ".":  # target.reaches_root
+                raise _root_not_a_file(target)
         why = self._deny_reason(target) if self.deny else None
         if why is not None:
             raise self._fail(fs_error("denied", why, path=target.display), target, "read")
@@ -694,6 +700,38 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             self.ledger.record(target.backend_path, None)
         self._notify("fs/written", "delete", target, before=before)
 
+    def remove_empty_dirs(self, path: str, *, limit: int = 10_000) -> list[str]:
+        """Remove the empty directories at and below the directory ``path``, deepest
+        first (what deleting or moving every file of a directory leaves behind on local
+        disk and in memory; object stores have none), and return their display paths.
+
+        Never touched: the root (``denied``; also through a symlink that leads to it), a
+        denied directory (``denied``) and, below ``path``, a denied directory with
+        everything below it (:meth:`dir_denied`: ``.git/**`` keeps ``.git`` and every
+        directory in it); a directory that is not empty; anything reached through a
+        symlink below ``path``, which is never walked through; anything outside the root,
+        even if a directory is swapped for a symlink meanwhile (see
+        ``Store.remove_empty_dirs``). At most ``limit`` directories are looked at."""
+        target = self.resolve(path)
+        if target.reaches_root:
+            err = fs_error("denied", "the workspace root is never removed",
+                           path=target.display)
+            raise self._fail(err, target, "delete")
+        if self.read_only:
+            raise self._fail(fs_error("denied", "this workspace is read-only",
+                                      path=target.display), target, "delete")
+        for name in dict.fromkeys((target.display, target.reached)):
+            if self.dir_denied(name):
+                err = fs_error("denied", f"{escape_undecodable(name)} matches a deny rule",
+                               path=target.display)
+                raise self._fail(err, target, "delete")
+
+        def keep(backend_path: str) -> bool:
+            return self.dir_denied(self.jail.display_of(backend_path))
+
+        removed = self.store.remove_empty_dirs(target.backend_path, keep, limit=limit)
+        return [escape_undecodable(self.jail.display_of(p)) for p in removed]
+
     def rm(self, path: Any, recursive: bool = False, maxdepth: Any = None) -> None:
         """Delete files one by one through :meth:`rm_file` (never recursively)."""
         if recursive:
@@ -931,6 +969,19 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
     def __repr__(self) -> str:
         return (f"PolicyFileSystem({type(self.fs).__name__}, root={self.jail.root!r}, "
                 f"context_id={self.context_id!r})")
+
+
+def _root_not_a_file(target: Target) -> FsError:
+    """``not_a_file`` for a path that reaches the root: by its name (``.``) or through a
+    symlink inside the root (``self -> .``, ``docs/up -> ..``). The root is a directory,
+    so the answer is the one for any directory, not ``outside_root``: the link does not
+    leave the root (one that does is refused as ``outside_root`` by the jail)."""
+    if target.display == ".":
+        return fs_error("not_a_file", "the workspace root is a directory, not a file",
+                        path=".")
+    shown = escape_undecodable(target.display)
+    return fs_error("not_a_file", f"{shown} leads to the workspace root, a directory, not "
+                    "a file", path=shown)
 
 
 class ObservedFile(io.RawIOBase):

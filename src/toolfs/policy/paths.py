@@ -57,8 +57,15 @@ class Target:
 
     @property
     def is_root(self) -> bool:
-        """Whether this names the root itself, which is never a file."""
+        """Whether the model named the root itself (``.``); see :attr:`reaches_root`
+        for a path that only leads there."""
         return self.display == "."
+
+    @property
+    def reaches_root(self) -> bool:
+        """Whether this reaches the root, by its name or through symlinks (``self ->
+        .``, ``docs/up -> ..``): never a file, and never to be deleted or moved."""
+        return self.display == "." or self.resolved == "."
 
 
 class Jail:
