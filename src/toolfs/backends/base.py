@@ -93,6 +93,10 @@ class Capabilities:
     trailing_dot_names: bool = True
     """A path segment may end in ``.`` (``notes.``). Where the service would silently drop
     the dot (Azure Blob), such names are refused as ``invalid_arguments`` instead."""
+    removes_empty_dirs: bool = False
+    """``remove_empty_dirs`` removes directories (local disk, memory); elsewhere it removes
+    nothing: object stores have no directories, and a wrapped filesystem of unknown kind
+    is not walked."""
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,7 @@ class LocalStore(Store):
     name: ClassVar[str] = "local"
     capabilities: ClassVar[Capabilities] = Capabilities(
         atomic=True, cross_process=True, digest_versions=True, symlinks=True,
-        cheap_listing=True)
+        cheap_listing=True, removes_empty_dirs=True)
     checks_root: ClassVar[bool] = True
 
     def __init__(self, fs: Any, *, root: str | None = None,

@@ -35,7 +35,8 @@ class MemoryStore(Store):
 
     name: ClassVar[str] = "memory"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        atomic=True, cross_process=False, digest_versions=True, cheap_listing=True)
+        atomic=True, cross_process=False, digest_versions=True, cheap_listing=True,
+        removes_empty_dirs=True)
 
     def _current(self, path: str) -> bytes | None:
         entry: Any = self.fs.store.get(self.fs._strip_protocol(path))
