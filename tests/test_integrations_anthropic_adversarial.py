@@ -527,3 +527,43 @@ def test_runner_results_for_adversarial_paths(mem: Backend) -> None:
         assert text.startswith("Error ["), text
         code = text[len("Error ["):text.index("]")]
         assert code in toolfs.ERROR_CODES and code != "backend_error", text
+
+
+# -- numbers too large to print, and a change too large for the cap ------------------------
+
+
+def test_line_numbers_too_large_to_print_are_invalid(mem: Backend) -> None:
+    # Line numbers are echoed in answers; Python refuses to print an int of more than
+    # 4,300 digits, which surfaced as backend_error ("retrying later may help").
+    mem.put("a.txt", b"one\ntwo\n")
+    ws = mem.workspace()
+    big = 10**5000
+    editor, memory = TextEditor(ws), MemoryTool(ws)
+    for out in (editor.execute({"command": "view", "path": "a.txt", "view_range": [big, -1]}),
+                editor.execute({"command": "view", "path": "a.txt", "view_range": [-big, 3]}),
+                editor.execute({"command": "insert", "path": "a.txt", "insert_line": big,
+                                "new_str": "x"}),
+                memory.execute_input({"command": "view", "path": "/memories/a.txt",
+                                      "view_range": [big, -1]})):
+        assert out.error is not None and out.error.code == "invalid_arguments", out.text
+    assert mem.get("a.txt") == b"one\ntwo\n"
+
+
+def test_a_change_over_the_cap_names_the_result_and_advises_a_smaller_change(
+        mem: Backend) -> None:
+    mem.put("a.txt", b"one\ntwo\n")
+    ws = mem.workspace(size_cap=1000)
+    editor = TextEditor(ws)
+    editor.execute({"command": "view", "path": "a.txt"})
+    out = editor.execute({"command": "insert", "path": "a.txt", "insert_line": 1,
+                          "new_str": "x" * 5000})
+    assert out.error is not None and out.error.code == "too_large", out.text
+    assert "would make a.txt" in out.text and "smaller" in out.text, out.text
+    assert "view_range" not in out.text  # the file is 8 bytes: nothing to view in windows
+    out = editor.execute({"command": "create", "path": "c.txt", "file_text": "y" * 5000})
+    assert out.error is not None and out.error.code == "too_large", out.text
+    assert "Write less" in out.text and "view_range" not in out.text, out.text
+    core = ws.execute("edit", {"file_path": "a.txt", "old_string": "one",
+                               "new_string": "z" * 5000})
+    assert core.error is not None and "smaller" in core.text and "offset" not in core.text
+    assert mem.get("a.txt") == b"one\ntwo\n"

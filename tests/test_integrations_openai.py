@@ -806,3 +806,15 @@ def test_editor_speaks_the_sdk_types() -> None:
     assert result.status == "failed" and (result.output or "").startswith("Error [no_match]")
     op = PatchOperation.of(ApplyPatchOperation(type="delete_file", path="x.txt"))
     assert op == PatchOperation(type="delete_file", path="x.txt")
+
+
+def test_an_update_over_the_cap_names_the_result_and_advises_a_smaller_change() -> None:
+    ws = toolfs.Workspace("memory://" + uuid.uuid4().hex, size_cap=1000)
+    ws.write("a.txt", "one\ntwo\n")
+    ws.read("a.txt")
+    out = apply_patch(ws, {"type": "update_file", "path": "a.txt",
+                           "diff": "@@\n one\n+" + "x" * 5000 + "\n two\n"})
+    assert out.error is not None and out.error.code == "too_large", out.text
+    assert "would make a.txt" in out.text and "smaller" in out.text, out.text
+    assert "offset" not in out.text  # the file is 8 bytes: nothing to read in windows
+    assert ws.read("a.txt").lines == ["one", "two"]

@@ -66,6 +66,10 @@ ADVICE: dict[str, str] = {
 }
 
 
+TOO_LARGE_RESULT_ADVICE = ("Make the change smaller, or put the content in several "
+                           "smaller files: a file cannot grow past the cap.")
+"""The advice of a ``too_large`` whose size is what a change would make the file."""
+
 # Where one code means different things for different operations.
 _ADVICE_BY_OPERATION: dict[tuple[str, Any], str] = {
     ("too_large", "write"): "Write less content: split it into several smaller files.",
@@ -138,7 +142,10 @@ class FsError(Exception, metaclass=_ByCode):
     @property
     def advice(self) -> str:
         """What the model should do next (per code, refined by ``details["operation"]``
-        where one code covers different situations)."""
+        where one code covers different situations, and for ``too_large`` by
+        ``details["result"]``: the change, not the file, is too large)."""
+        if self.code == "too_large" and self.details.get("result"):
+            return TOO_LARGE_RESULT_ADVICE
         return _ADVICE_BY_OPERATION.get((self.code, self.details.get("operation")),
                                         ADVICE[self.code])
 

@@ -328,8 +328,9 @@ def apply_edit(raw: str, old: str, new: str, *, replace_all: bool,
                bom: bool = False, size: int | None = None) -> EditOutcome:
     """Replace ``old`` by ``new`` literally, or raise ``no_match``/``ambiguous_match``.
 
-    With ``max_bytes``, raise ``too_large`` (details ``size``, ``cap``) when the file would
-    exceed it, before the new text is built: the size is projected from the matches.
+    With ``max_bytes``, raise ``too_large`` (details ``size``, ``cap``, ``result``) when
+    the file would exceed it, before the new text is built: the size is projected from the
+    matches.
     ``bom`` says the file carries a BOM, which counts against ``max_bytes``; ``size`` is
     the UTF-8 size of ``raw`` when the caller knows it (the bytes it decoded).
     Costs O(len(raw) + size of the result): for one match, one search through the
@@ -485,7 +486,7 @@ def _check_size(size: int, bom: bool, cap: int, path: str | None) -> None:
             "too_large",
             f"the edit would make {path or 'the file'} {size} bytes, over the {cap}-byte "
             "cap for whole-file edits and writes",
-            path=path, details={"size": size, "cap": cap})
+            path=path, details={"size": size, "cap": cap, "result": True})
 
 
 def _fmt_lines(pairs: Iterable[tuple[int, int]], total: int | None = None) -> str:

@@ -60,7 +60,7 @@ from anthropic.types.beta import (
 )
 
 from toolfs import tools
-from toolfs.errors import FsError, fs_error
+from toolfs.errors import ADVICE, FsError, fs_error
 from toolfs.policy.filesystem import Found, PolicyFileSystem
 from toolfs.policy.paths import Target
 from toolfs.render import MAX_LINE_CHARS, ToolOutput, number_line, render_output
@@ -73,6 +73,7 @@ from toolfs.results import (
 )
 from toolfs.schemas import EditArgs, ReadArgs, WriteArgs
 from toolfs.text import decode, lines_around, normalize_newlines, split_lines
+from toolfs.tools import MAX_OFFSET
 from toolfs.versions import FileVersion
 from toolfs.workspace import AsyncWorkspace, Workspace
 
@@ -161,6 +162,13 @@ class _Done:
     value: ToolResult | None
 
 
+def _line_number(value: object) -> bool:
+    """An ``int`` (not a ``bool``) small enough to be shown back: line numbers are
+    echoed in answers, and Python will not print an int of more than 4,300 digits."""
+    return isinstance(value, int) and not isinstance(value, bool) and \
+        -MAX_OFFSET <= value <= MAX_OFFSET
+
+
 def _invalid(message: str) -> _Refusal:
     return _refuse("invalid_arguments", message)
 
@@ -210,6 +218,9 @@ def _checked(arguments: object, commands: tuple[str, ...], tool: str) -> dict[st
     if command == "insert":
         if isinstance(given["insert_line"], bool) or not isinstance(given["insert_line"], int):
             raise _invalid("Parameter `insert_line` must be an integer")
+        if not _line_number(given["insert_line"]):
+            raise _invalid(f"Parameter `insert_line` must be from {-MAX_OFFSET} to "
+                           f"{MAX_OFFSET}")
         texts = [given[k] for k in ("new_str", "insert_text") if k in given]
         if not texts:
             raise _invalid("Parameter `new_str` (or `insert_text`) is required for command: "
@@ -223,6 +234,9 @@ def _checked(arguments: object, commands: tuple[str, ...], tool: str) -> dict[st
                 isinstance(view_range, list | tuple) and len(view_range) == 2
                 and all(isinstance(n, int) and not isinstance(n, bool) for n in view_range)):
             raise _invalid("Invalid `view_range`. It should be a list of two integers.")
+        if view_range is not None and not all(_line_number(n) for n in view_range):
+            raise _invalid(f"Invalid `view_range`: its elements must be from {-MAX_OFFSET} "
+                           f"to {MAX_OFFSET}.")
     return given
 
 
@@ -324,7 +338,10 @@ class _Engine:
         return await asyncio.to_thread(self.run, arguments, commands)
 
     def _error_output(self, message: str, err: FsError) -> ToolOutput:
-        advice = self.advice.get(err.code, err.advice)
+        # These tools' own words, unless the error carries advice for its situation
+        # (a change too large, a write too large) rather than its code's.
+        specific = err.advice != ADVICE.get(err.code)
+        advice = err.advice if specific else self.advice.get(err.code, err.advice)
         if len(message) > 4000:
             message = message[:4000] + "..."
         return ToolOutput(text=f"Error [{err.code}]: {message}\n{advice}", value=None,
@@ -1155,9 +1172,10 @@ def _read_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     if "offset" in arguments or "limit" in arguments:
         raise fs_error("invalid_arguments", "give view_range or offset/limit, not both")
     if not (isinstance(view_range, list | tuple) and len(view_range) == 2
-            and all(isinstance(n, int) and not isinstance(n, bool) for n in view_range)):
+            and all(_line_number(n) for n in view_range)):
         raise fs_error("invalid_arguments",
-                       "view_range must be [start_line, end_line] (two integers)")
+                       "view_range must be [start_line, end_line] (two integers from "
+                       f"{-MAX_OFFSET} to {MAX_OFFSET})")
     start, end = view_range
     if start < 1:
         raise fs_error("invalid_arguments", "view_range: start_line must be at least 1")

@@ -442,9 +442,21 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         self._check_cap(target, blob.size)
         return ObservedFile(self, target, blob.version, blob.size, blob.data)
 
-    def _check_cap(self, target: Target, size: int, operation: Operation = "edit") -> None:
+    def _check_cap(self, target: Target, size: int,
+                   operation: Operation | Literal["change"] = "edit") -> None:
+        """``too_large`` when ``size`` is over the cap: the size of the file (``edit``),
+        of a write's content (``write``) or of what a change would make the file
+        (``change``: ``details["result"]``, so the advice is to change less, not to read
+        in windows)."""
         if size <= self.size_cap:
             return
+        if operation == "change":
+            raise fs_error(
+                "too_large",
+                f"the change would make {target.display} {size} bytes, over the "
+                f"{self.size_cap}-byte cap for whole-file edits and writes",
+                path=target.display,
+                details={"size": size, "cap": self.size_cap, "result": True})
         if operation == "write":
             raise fs_error(
                 "too_large",
@@ -537,7 +549,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             self._check_writable(target, op)
         size = len(data)
         if size > self.size_cap:
-            self._check_cap(target, size, "write" if op == "write" else "edit")
+            self._check_cap(target, size, "write" if op == "write" else "change")
         before = put.expected if isinstance(put, Update) else None
         if self.subscribers:
             self._before("fs/write-intent", op, target, before=before)
