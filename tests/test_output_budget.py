@@ -271,3 +271,23 @@ def test_a_streamed_cut_line_tells_its_whole_length(backend: Backend) -> None:
     first = out.text.splitlines()[0]
     assert first.endswith("[line truncated: 2000 of 50000 characters shown]"), first[-80:]
     assert out.text.splitlines()[1] == "     2\tshort"
+
+
+@pytest.mark.parametrize("char", ["\t", "\x01", '"'])
+def test_structured_content_stays_within_the_budget_once_escaped(backend: Backend,
+                                                                 char: str) -> None:
+    # JSON writes a tab as 2 characters, a quote as 2 and U+0001 as 6: a read or grep of
+    # such text that fits the budget as text would not fit it as JSON.
+    backend.put("w.txt", ((char * 1999 + "\n") * 300).encode())
+    ws = backend.workspace()
+    for tool, args in (("read", {"file_path": "w.txt"}),
+                       ("grep", {"pattern": ".", "output_mode": "content", "path": "w.txt"})):
+        out = ok(ws, tool, **args)
+        assert len(_json(out)) <= MAX_OUTPUT_CHARS, tool
+        result = out.to_dict()["result"]
+        assert result["truncated"] is True
+        if tool == "read":
+            assert result["line_count"] == len(result["lines"]) > 0
+            assert result["partial"] is True
+        else:
+            assert result["matches"] and result["files"] == ["w.txt"]

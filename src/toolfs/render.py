@@ -13,7 +13,9 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring
 from typing import Any
 
 from toolfs.errors import FsError, fs_error
@@ -622,7 +624,10 @@ def bound_text(text: str, max_chars: int = MAX_OUTPUT_CHARS) -> str:
 def structured_content(output: ToolOutput) -> dict[str, Any]:
     """``output`` as JSON-safe data holding no more than its text shows: the lines a read
     shows (long ones cut as in the text, ``truncated`` when anything was cut), the
-    snippet and line numbers an edit shows, an error's clipped message and details."""
+    snippet and line numbers an edit shows, an error's clipped message and details.
+    Written as JSON it stays within the budget too: where JSON's escapes (up to six
+    characters for a control character) would take a list of lines, paths or matches
+    over it, the list is cut further (``truncated``)."""
     limits = _Limits(output.max_chars)
     if output.error is not None:
         data: dict[str, Any] = {"ok": False, "error": _error_data(output.error, limits)}
@@ -633,6 +638,7 @@ def structured_content(output: ToolOutput) -> dict[str, Any]:
     if isinstance(value, GlobResult | GrepResult | ListResult):
         view = _discovery_view(value, output.max_chars, limits)
         data = {"ok": True, "result": view.model_dump(mode="json")}
+        _fit_json(data["result"], output.max_chars)
         return escape_undecodable_data(data)  # type: ignore[no-any-return]
     path = _clip(value.path, limits.path)
     if isinstance(value, ReadResult):
@@ -650,7 +656,75 @@ def structured_content(output: ToolOutput) -> dict[str, Any]:
     else:
         view = value.model_copy(update={"path": path})
     data = {"ok": True, "result": view.model_dump(mode="json")}
+    if isinstance(value, ReadResult):
+        _fit_json(data["result"], output.max_chars)
     return escape_undecodable_data(data)  # type: ignore[no-any-return]
+
+
+# The list each structured result can hold many of, and the characters of its strings.
+_LISTED_STRINGS: dict[str, Callable[[Any], int]] = {
+    "lines": len, "paths": len, "files": len,
+    "matches": lambda m: len(m["path"]) + len(m["text"]),
+    "entries": lambda e: len(e["name"]),
+}
+_ITEM_ROOM = 80  # a listed object's keys, numbers and punctuation in JSON, at most
+
+
+def _fit_json(result: dict[str, Any], max_chars: int) -> None:
+    """Cut ``result``'s long list (in place) so that the whole, written as JSON
+    (``json.dumps(..., ensure_ascii=False)``), stays within ``max_chars``.
+
+    No work at all when even six characters per character (JSON's longest escape)
+    cannot reach the budget; else one C pass over the list's text (``encode_basestring``)
+    to see whether it fits, and only when it does not, a pass per item to find the cut."""
+    key = next((k for k in ("lines", "matches", "paths", "entries", "files")
+                if result.get(k)), None)
+    if key is None:
+        return
+    items: list[Any] = result[key]
+    chars = sum(map(_LISTED_STRINGS[key], items))
+    if 6 * chars + _ITEM_ROOM * len(items) + _REST_ROOM <= max_chars:
+        return
+    # A content grep's `files` are the paths of its matches: counted with them.
+    paired = key == "matches"
+    rest = len(json.dumps({**result, key: [], **({"files": []} if paired else {})},
+                          ensure_ascii=False))
+    room = max_chars - rest
+    if _json_size(items) + (_json_size(result["files"]) if paired else 0) <= room:
+        return
+    size, keep, seen = 0, 0, set()
+    for item in items:
+        size += _json_size(item) + 2  # with the ", " that joins it to the next
+        if paired and item["path"] not in seen:
+            seen.add(item["path"])
+            size += _json_size(item["path"]) + 2
+        if size > room:
+            break
+        keep += 1
+    result[key] = items[:keep]
+    result["truncated"] = True
+    if key == "lines":
+        result["line_count"] = keep
+        result["partial"] = True
+    elif key == "matches":  # the files of the matches kept
+        result["files"] = list(dict.fromkeys(m["path"] for m in result["matches"]))
+
+
+_REST_ROOM = 4_000  # a result's fields besides its list (path, version, ...), at most,
+# before their own escapes: a list this far under the budget needs no measuring
+
+
+def _json_size(value: Any) -> int:
+    """``len(json.dumps(value, ensure_ascii=False))``; for a list of strings, one C pass
+    over their text joined by NULs (each written as six characters where the list has the
+    four of ``", "``)."""
+    if isinstance(value, str):
+        return len(encode_basestring(value))
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        if not value:
+            return 2
+        return len(encode_basestring("\x00".join(value))) - 2 * len(value) + 4
+    return len(json.dumps(value, ensure_ascii=False))
 
 
 def _discovery_view(value: GlobResult | GrepResult | ListResult, max_chars: int,
