@@ -26,7 +26,9 @@ The service answers a create of an existing blob ``409 BlobAlreadyExists`` and a
 ``If-Match`` ``412 ConditionNotMet`` (``412`` or ``404`` when the blob is gone): all are
 ``stale``. A write retried (by the SDK, or by aiohttp's hidden resend, which is turned
 off here as on S3) may meet its own first attempt: the blob's ``Content-MD5`` (set on
-every write) then tells our own bytes from someone else's.
+every write) then tells our own bytes from someone else's. A conditional delete resent
+the same way may meet the blob gone (404 or 412): ``Get Blob Properties`` then says gone
+(success) or there (``stale``); a failing check is ``backend_error``.
 """
 
 from __future__ import annotations
@@ -440,16 +442,36 @@ class AzureBlobStore(AsyncStore):
         kw: dict[str, Any] = {}
         if isinstance(mode, Update):
             kw.update(etag=mode.expected.value, match_condition=MatchConditions.IfNotModified)
+        retries: list[int] = []
+
+        def on_retry(**_: Any) -> None:  # the SDK's retry policy tells us it resent
+            retries.append(1)
+
+        # Unless aiohttp's hidden resend is off, the delete may be sent twice.
+        resent = not _hidden_resends_off(self._service)
         try:
-            await self._blob(container, key).delete_blob(**kw)
+            await self._blob(container, key).delete_blob(retry_hook=on_retry, **kw)
         except Exception as exc:
             status, code = _status(exc), _code(exc)
-            if isinstance(mode, Update) and code != "ContainerNotFound" and status in (
-                    404, 412):
-                what = "was deleted" if status == 404 else "changed"
-                raise fs_error("stale", f"{path} {what}", path=path,
-                               details={"status": status, "azure_code": code}) from exc
-            raise _translate(exc, path, container) from exc
+            if (code == "ContainerNotFound" or status not in (404, 412)
+                    or not isinstance(mode, Update)):
+                # Unconditional: nothing checked the blob was there before, so a 404
+                # after a resend may as well mean it never was (not_found).
+                raise _translate(exc, path, container) from exc
+            if resent or retries:
+                # The first attempt may have deleted the blob before its response was
+                # lost, and the resend met it gone. The caller saw it at the version it
+                # named, so gone now means that version is gone, as asked. A failing
+                # check is an unknown outcome (backend_error), never stale.
+                try:
+                    there = await self._is_blob(container, key, path)
+                except Exception as check:
+                    raise _translate(check, path, container) from check
+                if not there:
+                    return
+            what = "was deleted" if status == 404 else "changed"
+            raise fs_error("stale", f"{path} {what}", path=path,
+                           details={"status": status, "azure_code": code}) from exc
 
 
 # -- helpers ------------------------------------------------------------------------

@@ -30,6 +30,11 @@ test_s3_differences.py), both handled to the same outcome:
 * SeaweedFS's ETags are the same quoted MD5s, its conditional puts are atomic under
   concurrent requests, and it honours ``If-Match`` on ``DeleteObject``.
 
+A conditional ``DeleteObject`` resent after a lost response (botocore's retry, or
+aiohttp's hidden resend) meets the key gone: 404 on AWS, 412 on SeaweedFS. Then a
+``HeadObject`` decides: gone is success (the version we named is gone), present is
+``stale``, and a failing check is ``backend_error`` (unknown outcome), as for puts.
+
 Requests go straight to s3fs's aiobotocore client rather than through ``_call_s3``:
 ``_call_s3`` drops parameters its botocore does not know (an old botocore would turn a
 conditional put into an unconditional one without a word) and retries connection errors
@@ -406,12 +411,35 @@ class S3Store(AsyncStore):
         delete_kw = dict(kw)
         if "IfMatch" in delete_kw and "IfMatch" not in _members(client, "DeleteObject"):
             delete_kw.pop("IfMatch")
+        # Unless aiohttp's hidden resend is off, the delete may be sent twice.
+        resent = not _hidden_resends_off(client)
         try:
             await client.delete_object(**delete_kw)
         except Exception as exc:
-            if status_of(exc) in (404, 412):
-                raise fs_error("stale", f"{path} changed", path=path) from exc
-            raise _backend_error(path, exc) from exc
+            if status_of(exc) not in (404, 412):
+                raise _backend_error(path, exc) from exc
+            if resent or _retried(exc):
+                # The first attempt may have deleted the object before its response was
+                # lost, and the resend met the missing key: if it is gone now, the file
+                # at the version we named is gone, which is what was asked.
+                try:
+                    gone = not await self._is_there(bucket, key)
+                except Exception as check:  # unknown outcome: never "stale"
+                    raise _backend_error(path, check) from check
+                if gone:
+                    return
+            raise fs_error("stale", f"{path} changed", path=path) from exc
+
+    async def _is_there(self, bucket: str, key: str) -> bool:
+        """Whether an object is stored at ``key`` now (one ``HeadObject``); raises if
+        the check itself fails."""
+        try:
+            await (await self._client()).head_object(Bucket=bucket, Key=key)
+        except Exception as exc:
+            if status_of(exc) == 404:
+                return False
+            raise
+        return True
 
     async def _call(self, method: str, kw: dict[str, Any], path: str) -> Any:
         client = await self._client()
