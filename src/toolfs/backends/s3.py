@@ -8,6 +8,9 @@
   why the payload is capped well under the single-PUT limit);
 * a read is one ``GetObject`` with a ``Range`` for the first block; its response carries
   the content, the ETag and the total size. Further blocks are ``If-Match``-pinned.
+* a path s3fs's ``split_path`` would not address by its literal name (it cuts a key at
+  ``?versionId=``) is refused as ``invalid_arguments`` before any request, listings
+  included, so ``.env?versionId=x`` never reaches ``.env`` past a deny rule;
 * S3 has no directories, yet toolfs answers as a filesystem would on every backend: a
   create first checks (one ``ListObjectsV2`` of ``key/`` and one ``HeadObject`` per
   parent below the root, in parallel) that the name is not a "directory" and that no
@@ -62,6 +65,7 @@ from toolfs.backends.base import (
     Overwrite,
     PutMode,
     Update,
+    check_literal,
     epoch_of,
 )
 from toolfs.errors import FsError, fs_error
@@ -103,8 +107,17 @@ class S3Store(AsyncStore):
     async def _client(self) -> Any:
         return await self.fs.set_session()
 
+    def _parts(self, path: str) -> tuple[str, str]:
+        """``(bucket, key)`` of ``path`` (the key may be empty), refused as
+        ``invalid_arguments`` unless they spell ``path`` exactly: s3fs's ``split_path``
+        cuts a key at ``?versionId=`` (see :func:`~toolfs.backends.base.check_literal`).
+        Every request goes to the bucket and key this returns."""
+        split = self.fs.split_path(path)
+        check_literal(path, split, client="s3fs")
+        return split[0], split[1]
+
     def _split(self, path: str) -> tuple[str, str]:
-        bucket, key, _ = self.fs.split_path(path)
+        bucket, key = self._parts(path)
         if not key:
             raise fs_error("not_a_file", f"{path} is a bucket", path=path)
         return bucket, key
@@ -126,7 +139,10 @@ class S3Store(AsyncStore):
         """``not_a_file`` if ``key`` is a "directory" (other keys lie under ``key/``) or
         a parent below the root is an object; ``None`` if the name is free to be a file."""
         client = await self._client()
-        parents = [k for k in (self.fs.split_path(a)[1] for a in self.ancestors(path)) if k]
+        # The parents' keys are prefixes of the checked key, cut literally: s3fs's parser
+        # must not read a parent ("d?versionId=x" of "d?versionId=x/f") another way.
+        parents = [a[len(bucket) + 1:] for a in self.ancestors(path)
+                   if a.startswith(bucket + "/") and len(a) > len(bucket) + 1]
 
         async def is_object(k: str) -> bool:
             try:
@@ -181,7 +197,7 @@ class S3Store(AsyncStore):
     def _pages(self, path: str, *, delimiter: bool) -> Iterator[tuple[str, dict[str, Any]]]:
         """``(bucket, page)`` for each page of the listing of the directory ``path``,
         fetched one at a time as the caller asks (continuation tokens)."""
-        bucket, key, _ = self.fs.split_path(path)
+        bucket, key = self._parts(path)
         key = key.rstrip("/")
         prefix = f"{key}/" if key else ""
         token: str | None = None
@@ -222,7 +238,7 @@ class S3Store(AsyncStore):
                     yield Entry(path=name, kind="dir")
         if seen:
             return
-        bucket, key, _ = self.fs.split_path(path)
+        bucket, key = self._parts(path)
         key = key.rstrip("/")
         if not key or self.is_root(path):
             return
