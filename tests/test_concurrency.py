@@ -23,6 +23,7 @@ import pytest
 import toolfs
 from tests.backends import Backend, LocalBackend
 from toolfs.backends import store_for
+from toolfs.backends.base import Blob
 from toolfs.policy.events import FsEvent
 
 CYCLES = {"memory": 50, "local": 50, "s3": 25, "gcs": 25, "azure": 25}
@@ -382,3 +383,89 @@ def test_edit_is_conditional_whatever_the_policy(
     assert final == outside, (
         f"the edit answered {out.text!r} and overwrote a change it never saw")
     assert _code(out) == "stale", out.text
+
+
+# -- a whole-file read that a write crosses between its two requests ---------------------
+
+FIRST_BLOCK = 16
+BODY = b"".join(b"line %02d of a file longer than the first block\n" % i for i in range(8))
+
+
+def _writes_between_gets(ws: Any, other: toolfs.Workspace, times: int) -> list[str]:
+    """Make ``ws``'s store run ``other``'s edit right after each of its first ``times``
+    first-block reads (``start=0``, no pin): the file changes between a read's requests.
+    Returns what the store was asked, in order ("head" or "rest").
+
+    A store that reads the whole file anyway (memory, local: to digest it) returns it
+    all from the first request; the first block is cut to ``length`` here, as a remote
+    store returns it, so that every backend takes the two-request path."""
+    store = ws.fs.store
+    real = store.get
+    asked: list[str] = []
+
+    def get(path: str, **kw: Any) -> Any:
+        first = kw.get("start", 0) == 0 and kw.get("if_version") is None
+        asked.append("head" if first else "rest")
+        blob = real(path, **kw)
+        length = kw.get("length")
+        if first and length is not None and len(blob.data) > length:
+            blob = Blob(data=blob.data[:length], version=blob.version, size=blob.size)
+        if first and asked.count("head") <= times:
+            n = asked.count("head")
+            other.read("f.txt", limit=1)  # its latest observation, whoever wrote last
+            other.edit("f.txt", f"line 0{n - 1}", f"LINE 0{n - 1}")
+        return blob
+
+    store.get = get
+    return asked
+
+
+def test_a_read_crossed_by_a_write_reads_the_file_again(backend: Backend) -> None:
+    """The second request is pinned to the first's version; a write between them makes
+    it ``stale``. The reader had read nothing yet, so the read starts over and returns
+    the file as the write left it, whole and of one version."""
+    backend.put("f.txt", BODY)
+    ws = backend.workspace(first_block=FIRST_BLOCK, size_cap=4096)
+    other = toolfs.Workspace(backend.fs, root=backend.root)  # always sync: it runs inside
+    asked = _writes_between_gets(ws, other, times=1)
+    out = ws.execute("read", {"file_path": "f.txt"})
+    assert not out.is_error, out.text
+    expected = BODY.replace(b"line 00", b"LINE 00")
+    assert isinstance(out.value, toolfs.ReadResult)
+    assert "\n".join(out.value.lines) + "\n" == expected.decode()
+    assert asked == ["head", "rest", "head", "rest"]
+    # What it recorded is the version it returned: an edit stands on it.
+    edited = ws.execute("edit", {"file_path": "f.txt", "old_string": "line 01",
+                                 "new_string": "line one"})
+    assert not edited.is_error, edited.text
+    assert backend.get("f.txt") == expected.replace(b"line 01", b"line one")
+
+
+def test_a_read_crossed_by_a_write_every_time_gives_up_as_stale(backend: Backend) -> None:
+    """Three tries, each crossed by a write: ``stale``, saying the file kept changing
+    while it was read (not "since you read it": this reader never had), and nothing
+    recorded, so an edit still asks for a read first."""
+    backend.put("f.txt", BODY)
+    ws = backend.workspace(first_block=FIRST_BLOCK, size_cap=4096)
+    other = toolfs.Workspace(backend.fs, root=backend.root)
+    asked = _writes_between_gets(ws, other, times=3)
+    out = ws.execute("read", {"file_path": "f.txt"})
+    assert out.error is not None and out.error.code == "stale", out.text
+    assert "kept changing while it was being read" in out.error.message
+    assert "since you read it" not in out.error.message
+    assert out.error.path == "f.txt"
+    assert asked == ["head", "rest"] * 3
+    edit = ws.execute("edit", {"file_path": "f.txt", "old_string": "line 03",
+                               "new_string": "x"})
+    assert edit.error is not None and edit.error.code == "not_observed", edit.text
+
+
+def test_a_small_read_is_still_one_request(backend: Backend) -> None:
+    """A file within the first block: one request, nothing pinned (the fast path)."""
+    backend.put("f.txt", BODY)
+    ws = backend.workspace(first_block=len(BODY), size_cap=4096)
+    other = toolfs.Workspace(backend.fs, root=backend.root)
+    asked = _writes_between_gets(ws, other, times=0)
+    out = ws.execute("read", {"file_path": "f.txt"})
+    assert not out.is_error, out.text
+    assert asked == ["head"]

@@ -1,4 +1,5 @@
-"""Network faults between toolfs and S3: moto behind :class:`toolfs.testing.faults.FaultProxy`.
+"""Network faults between toolfs and S3: moto behind :class:`toolfs.testing.faults.FaultProxy`
+(and, for a lost DELETE response, GCS: fake-gcs-server behind the same proxy).
 
 Pass criteria, checked after every tool call:
 
@@ -9,7 +10,10 @@ Pass criteria, checked after every tool call:
   idle (a delayed request may land after its client gave up), is exactly one of the
   contents ever written (or still absent);
 * a write whose first attempt landed but whose response was lost (reset, 500, timeout
-  after forwarding) is reported as success, on create (If-None-Match) and update (If-Match).
+  after forwarding) is reported as success, on create (If-None-Match) and update (If-Match);
+* so is a delete (If-Match): the resend meets the key gone, a HEAD confirms it, and a
+  move whose delete this was keeps its copy; when that check fails too the outcome is
+  ``backend_error``, never ``stale``.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import S3Backend
+from tests.backends import GCSBackend, S3Backend
+from tests.lost_deletes import DELETE_LOST, MOVES, delete_or_move, gone_from_ledger, moved_bytes
 from toolfs.render import ToolOutput
-from toolfs.testing.emulators import S3Emulator
+from toolfs.testing.emulators import GCSEmulator, S3Emulator
 from toolfs.testing.faults import FAULTS, Fault, FaultProxy, Rule, fast_failing_s3fs_options
 
 pytest.importorskip("moto.server")
@@ -252,6 +257,173 @@ def test_lost_response_unverifiable_is_backend_error(s3_backend: S3Backend, prox
                   sends=NEW) == "backend_error"
     assert h.stored(rel) == NEW
     assert proxy.injected()["500_before_forward"] >= 1
+
+
+# -- (2b) lost responses on DELETE: our own delete is success, and a move keeps the file -
+
+@pytest.mark.parametrize("fault", DELETE_LOST)
+@pytest.mark.parametrize("how", MOVES)
+def test_lost_delete_response_is_success(s3_backend: S3Backend, proxy: FaultProxy,
+                                         aio_session: Any, s3_emulator: S3Emulator,
+                                         how: str, fault: Fault) -> None:
+    """The DELETE lands, its response is lost, botocore resends it and meets the key
+    gone (404): a HEAD sees it gone, so the delete succeeded. A move then keeps its copy
+    (before the fix, "stale" made it undo the copy: the file was gone from both paths)."""
+    h = Harness(s3_backend, proxy, aio_session)
+    ws = h.workspace()
+    h.seed("a.txt", OLD)
+    h.seed("b.txt", None)
+    assert ws.execute("read", {"file_path": "a.txt"}).error is None
+    s3_emulator.clear_requests()
+    proxy.plan(fault, method="DELETE")
+
+    out = delete_or_move(ws, how, "a.txt", "b.txt")
+    assert proxy.wait_idle()
+    requests = s3_emulator.requests()
+
+    assert out is None or out.error is None, out.text
+    assert proxy.injected() == {fault: 1}
+    assert h.stored("a.txt") is None
+    assert h.stored("b.txt") == (None if how == "rm_file" else moved_bytes(how))
+    assert gone_from_ledger(ws, "a.txt")
+    seen = [(r.method, r.status) for r in requests if r.method in ("DELETE", "HEAD")]
+    # The first DELETE landed; the resend met the key gone; a HEAD confirmed it.
+    missing = s3_backend.if_match_missing_status
+    assert seen[-3:] == [("DELETE", 204), ("DELETE", missing), ("HEAD", 404)], seen
+
+
+@pytest.mark.parametrize("how", MOVES)
+def test_lost_delete_response_unverifiable_is_backend_error(
+        s3_backend: S3Backend, proxy: FaultProxy, aio_session: Any, how: str) -> None:
+    """When the HEAD after the refused resend fails too, the outcome is unknown:
+    backend_error, never stale; a move keeps its copy (the source is gone, as it
+    happens, so the copy is the file)."""
+    h = Harness(s3_backend, proxy, aio_session)
+    ws = h.workspace()
+    h.seed("a.txt", OLD)
+    assert ws.execute("read", {"file_path": "a.txt"}).error is None
+    proxy.plan("reset_after_forward", method="DELETE")
+    # Only the HEADs after the faulted DELETE (the one before it must pass).
+    proxy.plan("500_before_forward", method="HEAD", times=None,
+               match=lambda r: any(i.method == "DELETE" for i in proxy.injections))
+    if how == "rm_file":
+        with pytest.raises(toolfs.FsError) as caught:
+            delete_or_move(ws, how, "a.txt", "b.txt")
+        code = caught.value.code
+    else:
+        out = delete_or_move(ws, how, "a.txt", "b.txt")
+        assert out is not None and out.error is not None, out and out.text
+        code = out.error.code
+    assert proxy.wait_idle()
+    assert code == "backend_error"
+    assert proxy.injected()["500_before_forward"] >= 1
+    assert h.stored("a.txt") is None
+    assert h.stored("b.txt") == (None if how == "rm_file" else moved_bytes(how))
+
+
+def test_resent_delete_of_a_file_changed_meanwhile_is_stale(
+        s3_backend: S3Backend, proxy: FaultProxy, aio_session: Any) -> None:
+    """A resent DELETE refused because someone else wrote the file in between: the HEAD
+    finds it there, so ``stale`` as before, and their bytes stay."""
+    h = Harness(s3_backend, proxy, aio_session)
+    ws = h.workspace()
+    h.seed("a.txt", OLD)
+    assert ws.execute("read", {"file_path": "a.txt"}).error is None
+    theirs = b"someone else's\n"
+
+    def write_theirs(_: Any) -> bool:  # runs in the proxy, as the DELETE arrives
+        h.seed("a.txt", theirs)
+        return True
+
+    proxy.plan("500_before_forward", method="DELETE", match=write_theirs)
+    with pytest.raises(toolfs.FsError) as caught:
+        ws.fs.rm_file("a.txt")
+    assert proxy.wait_idle()
+    assert caught.value.code == "stale"
+    assert proxy.injected() == {"500_before_forward": 1}
+    assert h.stored("a.txt") == theirs
+
+
+# -- (2c) the same lost DELETE on GCS: fake-gcs-server behind the proxy ----------------
+
+
+@pytest.fixture
+def gcs_proxy(gcs_emulator: GCSEmulator) -> Iterator[FaultProxy]:
+    with FaultProxy(gcs_emulator.endpoint_url, timeout=5.0) as p:
+        yield p
+
+
+def gcs_workspace(gcs: GCSBackend, proxy: FaultProxy) -> toolfs.Workspace:
+    """A workspace whose gcsfs talks to fake-gcs-server through ``proxy``."""
+    fs = gcs.emulator.gcsfs_filesystem(endpoint_url=proxy.endpoint_url)
+    return toolfs.Workspace(fs, root=gcs.root)
+
+
+@pytest.fixture
+def quick_gcs_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The adapter's own retry back-off (50 ms, doubling) is fine; keep it, but bound
+    it so a persistent fault costs little."""
+    monkeypatch.setattr("toolfs.backends.gcs.RETRIES", 2)
+
+
+@pytest.mark.parametrize("fault", DELETE_LOST)
+@pytest.mark.parametrize("how", MOVES)
+def test_gcs_lost_delete_response_is_success(gcs_backend: GCSBackend, gcs_proxy: FaultProxy,
+                                             how: str, fault: Fault) -> None:
+    """The adapter resends the DELETE whose response was lost; the resend meets the
+    object gone (404) and a metadata GET confirms it: success, and a move keeps its copy."""
+    gcs_backend.setup()
+    gcs_backend.put("a.txt", OLD)
+    ws = gcs_workspace(gcs_backend, gcs_proxy)
+    assert ws.execute("read", {"file_path": "a.txt"}).error is None
+    gcs_backend.emulator.clear_requests()
+    gcs_proxy.plan(fault, method="DELETE")
+
+    out = delete_or_move(ws, how, "a.txt", "b.txt")
+    assert gcs_proxy.wait_idle()
+    requests = gcs_backend.emulator.requests()
+
+    assert out is None or out.error is None, out.text
+    assert gcs_proxy.injected() == {fault: 1}
+    assert not gcs_backend.exists("a.txt")
+    if how == "rm_file":
+        assert not gcs_backend.exists("b.txt")
+    else:
+        assert gcs_backend.get("b.txt") == moved_bytes(how)
+    assert gone_from_ledger(ws, "a.txt")
+    # fake-gcs-server answers a delete 200 where GCS answers 204: both are success.
+    seen = [(r.method, 204 if (r.method, r.status) == ("DELETE", 200) else r.status)
+            for r in requests if r.method in ("DELETE", "GET")]
+    assert seen[-3:] == [("DELETE", 204), ("DELETE", 404), ("GET", 404)], seen
+
+
+@pytest.mark.usefixtures("quick_gcs_retries")
+@pytest.mark.parametrize("how", MOVES)
+def test_gcs_lost_delete_response_unverifiable_is_backend_error(
+        gcs_backend: GCSBackend, gcs_proxy: FaultProxy, how: str) -> None:
+    """The metadata GET after the refused resend fails too: backend_error, never stale;
+    a move keeps its copy."""
+    gcs_backend.setup()
+    gcs_backend.put("a.txt", OLD)
+    ws = gcs_workspace(gcs_backend, gcs_proxy)
+    assert ws.execute("read", {"file_path": "a.txt"}).error is None
+    gcs_proxy.plan("reset_after_forward", method="DELETE")
+    gcs_proxy.plan("500_before_forward", method="GET", times=None,
+                   match=lambda r: any(i.method == "DELETE" for i in gcs_proxy.injections))
+    if how == "rm_file":
+        with pytest.raises(toolfs.FsError) as caught:
+            delete_or_move(ws, how, "a.txt", "b.txt")
+        code = caught.value.code
+    else:
+        out = delete_or_move(ws, how, "a.txt", "b.txt")
+        assert out is not None and out.error is not None, out and out.text
+        code = out.error.code
+    assert gcs_proxy.wait_idle()
+    assert code == "backend_error"
+    assert gcs_proxy.injected()["500_before_forward"] >= 1
+    assert not gcs_backend.exists("a.txt")
+    if how != "rm_file":
+        assert gcs_backend.get("b.txt") == moved_bytes(how)
 
 
 # -- (3) a seeded soak: three agents, random calls, ~30% of requests faulted ----------

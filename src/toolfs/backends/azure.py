@@ -20,13 +20,19 @@
   "directory" and no parent is a file (``not_a_file``); a 404 on a read is explained the
   same way; a missing container is ``not_found`` naming it;
 * names with a segment ending in ``.`` are refused (``invalid_arguments``): the service
-  drops trailing dots from URL path segments, so ``notes.`` would silently be ``notes``.
+  drops trailing dots from URL path segments, so ``notes.`` would silently be ``notes``;
+* names are cut into container and blob literally and the SDK addresses exactly them,
+  but a path adlfs's ``split_path`` would read otherwise (``?versionid=``, a query before
+  a fragment) is refused (``invalid_arguments``), so no adlfs call on it reaches another
+  blob (``.env?versionid=x`` past a deny rule on ``.env``).
 
 The service answers a create of an existing blob ``409 BlobAlreadyExists`` and a failed
 ``If-Match`` ``412 ConditionNotMet`` (``412`` or ``404`` when the blob is gone): all are
 ``stale``. A write retried (by the SDK, or by aiohttp's hidden resend, which is turned
 off here as on S3) may meet its own first attempt: the blob's ``Content-MD5`` (set on
-every write) then tells our own bytes from someone else's.
+every write) then tells our own bytes from someone else's. A conditional delete resent
+the same way may meet the blob gone (404 or 412): ``Get Blob Properties`` then says gone
+(success) or there (``stale``); a failing check is ``backend_error``.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from toolfs.backends.base import (
     Overwrite,
     PutMode,
     Update,
+    check_literal,
     epoch_of,
 )
 from toolfs.errors import FsError, fs_error
@@ -100,10 +107,26 @@ class AzureBlobStore(AsyncStore):
     def _service(self) -> Any:
         return self.fs.service_client
 
+    def _parts(self, path: str) -> tuple[str, str]:
+        """``(container, blob)`` of ``path`` (the blob may be empty), cut literally, not
+        by adlfs's ``split_path``, which reads ``?versionid=`` inside a name as a version
+        selector and reorders a query and a fragment. The SDK then addresses exactly
+        that name; still, a path adlfs would read as another name is refused
+        (``invalid_arguments``, see :func:`~toolfs.backends.base.check_literal`), so
+        that adlfs's own calls on it (``info``, ``isdir``) cannot reach another file."""
+        own = _own(self.fs, path)
+        try:
+            split = self.fs.split_path(own)
+        except ValueError as exc:  # a path its URL parser rejects: not a literal name
+            raise fs_error("invalid_arguments", f"{path}: adlfs cannot parse this path",
+                           path=path) from exc
+        check_literal(own, split, client="adlfs")
+        container, _, blob = own.partition("/")
+        return container, blob
+
     def _split(self, path: str) -> tuple[str, str]:
-        """``(container, blob)``. Not adlfs's ``split_path``: that one would read a
-        ``?versionid=`` inside a name as a version selector."""
-        container, _, blob = _own(self.fs, path).partition("/")
+        """``(container, blob)`` of a file (see :meth:`_parts`)."""
+        container, blob = self._parts(path)
         if not blob:
             raise fs_error("not_a_file", f"{path} is a container", path=path)
         for segment in blob.split("/"):
@@ -200,7 +223,7 @@ class AzureBlobStore(AsyncStore):
     def _pages(self, path: str, *, delimiter: bool) -> Iterator[tuple[str, list[Any]]]:
         """``(container, items)`` for each page of the listing of the directory
         ``path``, fetched one at a time as the caller asks (continuation markers)."""
-        container, _, key = _own(self.fs, path).partition("/")
+        container, key = self._parts(path)
         key = key.rstrip("/")
         prefix = f"{key}/" if key else ""
         token: str | None = None
@@ -246,7 +269,7 @@ class AzureBlobStore(AsyncStore):
                     yield _entry(container, item)
         if seen:
             return
-        container, _, key = _own(self.fs, path).partition("/")
+        container, key = self._parts(path)
         key = key.rstrip("/")
         if not key or self.is_root(path):
             return
@@ -440,16 +463,36 @@ class AzureBlobStore(AsyncStore):
         kw: dict[str, Any] = {}
         if isinstance(mode, Update):
             kw.update(etag=mode.expected.value, match_condition=MatchConditions.IfNotModified)
+        retries: list[int] = []
+
+        def on_retry(**_: Any) -> None:  # the SDK's retry policy tells us it resent
+            retries.append(1)
+
+        # Unless aiohttp's hidden resend is off, the delete may be sent twice.
+        resent = not _hidden_resends_off(self._service)
         try:
-            await self._blob(container, key).delete_blob(**kw)
+            await self._blob(container, key).delete_blob(retry_hook=on_retry, **kw)
         except Exception as exc:
             status, code = _status(exc), _code(exc)
-            if isinstance(mode, Update) and code != "ContainerNotFound" and status in (
-                    404, 412):
-                what = "was deleted" if status == 404 else "changed"
-                raise fs_error("stale", f"{path} {what}", path=path,
-                               details={"status": status, "azure_code": code}) from exc
-            raise _translate(exc, path, container) from exc
+            if (code == "ContainerNotFound" or status not in (404, 412)
+                    or not isinstance(mode, Update)):
+                # Unconditional: nothing checked the blob was there before, so a 404
+                # after a resend may as well mean it never was (not_found).
+                raise _translate(exc, path, container) from exc
+            if resent or retries:
+                # The first attempt may have deleted the blob before its response was
+                # lost, and the resend met it gone. The caller saw it at the version it
+                # named, so gone now means that version is gone, as asked. A failing
+                # check is an unknown outcome (backend_error), never stale.
+                try:
+                    there = await self._is_blob(container, key, path)
+                except Exception as check:
+                    raise _translate(check, path, container) from check
+                if not there:
+                    return
+            what = "was deleted" if status == 404 else "changed"
+            raise fs_error("stale", f"{path} {what}", path=path,
+                           details={"status": status, "azure_code": code}) from exc
 
 
 # -- helpers ------------------------------------------------------------------------

@@ -404,6 +404,37 @@ def forget_listings(fs: Any, path: str) -> None:
         forget_listings(inner, join(path))
 
 
+def check_literal(path: str, split: tuple[str, str, Any], *, client: str) -> None:
+    """Raise ``invalid_arguments`` unless ``split`` -- ``(bucket, key, version)`` as the
+    client's own path parser (``split_path``) read ``path`` -- names exactly ``path``:
+    that bucket, that key, no version.
+
+    Object-store clients read parts of a path as something other than a name (s3fs
+    cuts a key at ``?versionId=``, a version-aware gcsfs at ``#<n>`` and
+    ``?generation=<n>``, adlfs at ``?versionid=``), so ``.env?versionId=x`` would reach
+    ``.env`` past a deny rule on ``.env``, and ``?versionId=`` alone the root's own key.
+    Checking the round trip, not a list of known markers, refuses whatever rule a
+    client has now or adds later, before any request is sent."""
+    bucket, key, version = split
+    own = path.split("://", 1)[1] if "://" in path else path
+    own = own.lstrip("/")
+    rebuilt = f"{bucket}/{key}" if key else bucket
+    if version is None and (own == rebuilt or (not key and own.rstrip("/") == bucket)):
+        return
+    same = 0
+    for a, b in zip(own, rebuilt, strict=False):
+        if a != b:
+            break
+        same += 1
+    part = own[same:] or own
+    raise fs_error(
+        "invalid_arguments",
+        f"{path}: '{part}' is not allowed in a path here: {client} would read it as "
+        "something other than part of the name (such as a version selector), so the "
+        "path would not name the file it spells; rename without it", path=path,
+        details={"part": part})
+
+
 def epoch_of(value: Any) -> float | None:
     """Epoch seconds of a ``datetime`` (naive: UTC) or an RFC 3339 string."""
     if isinstance(value, str):

@@ -9,10 +9,18 @@
 * reads are media GETs with a ``Range``; follow-up blocks carry ``generation=N`` (that
   exact generation's bytes, 404 once it is gone) and ``ifGenerationMatch=N`` (412 once it
   is not current), so a view is never torn;
+* a path gcsfs's ``split_path`` would not address by its literal name (a version-aware
+  gcsfs cuts ``#<n>`` and ``?generation=<n>``) is refused as ``invalid_arguments`` before
+  any request, listings included;
 * as on S3, a create first checks that the name is not a "directory" and that no parent
   below the root is an object (one listing plus one metadata GET per parent, in
   parallel), a 404 on a read is explained the same way, and a missing bucket is
   ``not_found`` naming the bucket.
+
+A DELETE resent after a lost response (by :meth:`GCSStore._request`; aiohttp's own
+hidden resend is turned off) may meet the object gone (404, 412): a metadata GET then
+says whether it is gone (success) or there (``stale``); a failing check is
+``backend_error``.
 
 Relies on gcsfs internals present from 2024.x through 2026.x: ``GCSFileSystem._location``,
 ``_set_session()``, ``session``, ``_get_params()``, ``_get_headers()``, ``split_path()`` and
@@ -41,6 +49,7 @@ from toolfs.backends.base import (
     Overwrite,
     PutMode,
     Update,
+    check_literal,
     epoch_of,
 )
 from toolfs.errors import FsError, fs_error
@@ -64,8 +73,18 @@ class GCSStore(AsyncStore):
     capabilities: ClassVar[Capabilities] = Capabilities(
         atomic=True, cross_process=True, digest_versions=False)
 
+    def _parts(self, path: str) -> tuple[str, str]:
+        """``(bucket, key)`` of ``path`` (the key may be empty), refused as
+        ``invalid_arguments`` unless they spell ``path`` exactly: a version-aware gcsfs
+        cuts a key at ``#<n>`` or ``?generation=<n>`` (see
+        :func:`~toolfs.backends.base.check_literal`). Every request goes to the bucket
+        and key this returns."""
+        split = self.fs.split_path(path)
+        check_literal(path, split, client="gcsfs")
+        return split[0], split[1]
+
     def _split(self, path: str) -> tuple[str, str]:
-        bucket, key, _ = self.fs.split_path(path)
+        bucket, key = self._parts(path)
         if not key:
             raise fs_error("not_a_file", f"{path} is a bucket", path=path)
         return bucket, key
@@ -85,7 +104,10 @@ class GCSStore(AsyncStore):
     async def _conflict(self, bucket: str, key: str, path: str) -> FsError | None:
         """``not_a_file`` if ``key`` is a "directory" or a parent below the root is an
         object; ``None`` if the name is free to be a file."""
-        parents = [k for k in (self.fs.split_path(a)[1] for a in self.ancestors(path)) if k]
+        # The parents' keys are prefixes of the checked key, cut literally: gcsfs's parser
+        # must not read a parent ("d#1" of "d#1/f") another way.
+        parents = [a[len(bucket) + 1:] for a in self.ancestors(path)
+                   if a.startswith(bucket + "/") and len(a) > len(bucket) + 1]
         url = f"{self.fs._location}/storage/v1/b/{quote(bucket, safe='')}/o"
         listing, *found = await asyncio.gather(
             self._request("GET", url, path, params={"prefix": key + "/", "maxResults": 1,
@@ -135,7 +157,7 @@ class GCSStore(AsyncStore):
     def _pages(self, path: str, *, delimiter: bool) -> Iterator[tuple[str, dict[str, Any]]]:
         """``(bucket, page)`` for each page of the listing of the directory ``path``,
         fetched one at a time as the caller asks (``pageToken``)."""
-        bucket, key, _ = self.fs.split_path(path)
+        bucket, key = self._parts(path)
         key = key.rstrip("/")
         prefix = f"{key}/" if key else ""
         token: str | None = None
@@ -176,7 +198,7 @@ class GCSStore(AsyncStore):
                     yield Entry(path=name, kind="dir")
         if seen:
             return
-        bucket, key, _ = self.fs.split_path(path)
+        bucket, key = self._parts(path)
         key = key.rstrip("/")
         if not key or self.is_root(path):
             return
@@ -328,11 +350,32 @@ class GCSStore(AsyncStore):
             params["ifGenerationMatch"] = mode.expected.value
         url = (f"{self.fs._location}/storage/v1/b/{quote(bucket, safe='')}/o/"
                f"{quote(key, safe='')}")
-        r, _ = await self._request("DELETE", url, path, params=params)
+        # A DELETE is idempotent to aiohttp: unless its hidden resend is off, it may go
+        # twice out of our sight (see toolfs.backends.s3._hidden_resends_off).
+        resent = not _hidden_resends_off(self.fs.session)
+        r, retried = await self._request("DELETE", url, path, params=params)
         if r.status in (404, 412):
+            # The first attempt may have deleted the object before its response was
+            # lost: gone now means the generation we named is gone, as asked. A
+            # failing check raises backend_error (unknown outcome), never stale.
+            if (resent or retried) and await self._metadata(bucket, key, path) is None:
+                return
             raise fs_error("stale", f"{path} changed", path=path)
         if r.status not in (200, 204):
             raise _backend_error(path, r)
+
+
+def _hidden_resends_off(session: Any) -> bool:
+    """Turn off aiohttp's own resend of idempotent requests (GET, PUT, DELETE) on
+    gcsfs's session; True once it is off. As on S3: aiohttp resends such a request,
+    unseen by :meth:`GCSStore._request`'s count, when a reused connection drops before
+    the response; with the resend off the failure reaches ``_request``, which retries it
+    and says so. ``False`` (no session yet, or these internals changed): the caller
+    assumes a resend."""
+    if session is None or not hasattr(session, "_retry_connection"):
+        return False
+    session._retry_connection = False
+    return True
 
 
 def _entry(bucket: str, item: dict[str, Any]) -> Entry:

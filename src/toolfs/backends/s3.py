@@ -8,6 +8,9 @@
   why the payload is capped well under the single-PUT limit);
 * a read is one ``GetObject`` with a ``Range`` for the first block; its response carries
   the content, the ETag and the total size. Further blocks are ``If-Match``-pinned.
+* a path s3fs's ``split_path`` would not address by its literal name (it cuts a key at
+  ``?versionId=``) is refused as ``invalid_arguments`` before any request, listings
+  included, so ``.env?versionId=x`` never reaches ``.env`` past a deny rule;
 * S3 has no directories, yet toolfs answers as a filesystem would on every backend: a
   create first checks (one ``ListObjectsV2`` of ``key/`` and one ``HeadObject`` per
   parent below the root, in parallel) that the name is not a "directory" and that no
@@ -29,6 +32,11 @@ test_s3_differences.py), both handled to the same outcome:
   disk); on AWS the prefix goes with its last object.
 * SeaweedFS's ETags are the same quoted MD5s, its conditional puts are atomic under
   concurrent requests, and it honours ``If-Match`` on ``DeleteObject``.
+
+A conditional ``DeleteObject`` resent after a lost response (botocore's retry, or
+aiohttp's hidden resend) meets the key gone: 404 on AWS, 412 on SeaweedFS. Then a
+``HeadObject`` decides: gone is success (the version we named is gone), present is
+``stale``, and a failing check is ``backend_error`` (unknown outcome), as for puts.
 
 Requests go straight to s3fs's aiobotocore client rather than through ``_call_s3``:
 ``_call_s3`` drops parameters its botocore does not know (an old botocore would turn a
@@ -57,6 +65,7 @@ from toolfs.backends.base import (
     Overwrite,
     PutMode,
     Update,
+    check_literal,
     epoch_of,
 )
 from toolfs.errors import FsError, fs_error
@@ -98,8 +107,17 @@ class S3Store(AsyncStore):
     async def _client(self) -> Any:
         return await self.fs.set_session()
 
+    def _parts(self, path: str) -> tuple[str, str]:
+        """``(bucket, key)`` of ``path`` (the key may be empty), refused as
+        ``invalid_arguments`` unless they spell ``path`` exactly: s3fs's ``split_path``
+        cuts a key at ``?versionId=`` (see :func:`~toolfs.backends.base.check_literal`).
+        Every request goes to the bucket and key this returns."""
+        split = self.fs.split_path(path)
+        check_literal(path, split, client="s3fs")
+        return split[0], split[1]
+
     def _split(self, path: str) -> tuple[str, str]:
-        bucket, key, _ = self.fs.split_path(path)
+        bucket, key = self._parts(path)
         if not key:
             raise fs_error("not_a_file", f"{path} is a bucket", path=path)
         return bucket, key
@@ -121,7 +139,10 @@ class S3Store(AsyncStore):
         """``not_a_file`` if ``key`` is a "directory" (other keys lie under ``key/``) or
         a parent below the root is an object; ``None`` if the name is free to be a file."""
         client = await self._client()
-        parents = [k for k in (self.fs.split_path(a)[1] for a in self.ancestors(path)) if k]
+        # The parents' keys are prefixes of the checked key, cut literally: s3fs's parser
+        # must not read a parent ("d?versionId=x" of "d?versionId=x/f") another way.
+        parents = [a[len(bucket) + 1:] for a in self.ancestors(path)
+                   if a.startswith(bucket + "/") and len(a) > len(bucket) + 1]
 
         async def is_object(k: str) -> bool:
             try:
@@ -176,7 +197,7 @@ class S3Store(AsyncStore):
     def _pages(self, path: str, *, delimiter: bool) -> Iterator[tuple[str, dict[str, Any]]]:
         """``(bucket, page)`` for each page of the listing of the directory ``path``,
         fetched one at a time as the caller asks (continuation tokens)."""
-        bucket, key, _ = self.fs.split_path(path)
+        bucket, key = self._parts(path)
         key = key.rstrip("/")
         prefix = f"{key}/" if key else ""
         token: str | None = None
@@ -217,7 +238,7 @@ class S3Store(AsyncStore):
                     yield Entry(path=name, kind="dir")
         if seen:
             return
-        bucket, key, _ = self.fs.split_path(path)
+        bucket, key = self._parts(path)
         key = key.rstrip("/")
         if not key or self.is_root(path):
             return
@@ -406,12 +427,35 @@ class S3Store(AsyncStore):
         delete_kw = dict(kw)
         if "IfMatch" in delete_kw and "IfMatch" not in _members(client, "DeleteObject"):
             delete_kw.pop("IfMatch")
+        # Unless aiohttp's hidden resend is off, the delete may be sent twice.
+        resent = not _hidden_resends_off(client)
         try:
             await client.delete_object(**delete_kw)
         except Exception as exc:
-            if status_of(exc) in (404, 412):
-                raise fs_error("stale", f"{path} changed", path=path) from exc
-            raise _backend_error(path, exc) from exc
+            if status_of(exc) not in (404, 412):
+                raise _backend_error(path, exc) from exc
+            if resent or _retried(exc):
+                # The first attempt may have deleted the object before its response was
+                # lost, and the resend met the missing key: if it is gone now, the file
+                # at the version we named is gone, which is what was asked.
+                try:
+                    gone = not await self._is_there(bucket, key)
+                except Exception as check:  # unknown outcome: never "stale"
+                    raise _backend_error(path, check) from check
+                if gone:
+                    return
+            raise fs_error("stale", f"{path} changed", path=path) from exc
+
+    async def _is_there(self, bucket: str, key: str) -> bool:
+        """Whether an object is stored at ``key`` now (one ``HeadObject``); raises if
+        the check itself fails."""
+        try:
+            await (await self._client()).head_object(Bucket=bucket, Key=key)
+        except Exception as exc:
+            if status_of(exc) == 404:
+                return False
+            raise
+        return True
 
     async def _call(self, method: str, kw: dict[str, Any], path: str) -> Any:
         client = await self._client()

@@ -72,6 +72,10 @@ MiB = 1024 * 1024
 SIBLINGS_FUZZY_LIMIT = 2_000
 SIBLINGS_SCAN_LIMIT = 100_000
 _COMMIT_STRIPES = 64
+# A whole-file read that takes two requests starts over when the file changes between
+# them (the rest is pinned to the first block's version); after this many tries it gives
+# up with ``stale``, so a file rewritten without pause cannot hold a read forever.
+READ_ATTEMPTS = 3
 _OPERATIONS: frozenset[str] = frozenset(get_args(Operation))
 _log = logging.getLogger("toolfs.events")
 
@@ -380,10 +384,15 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
 
     # -- reading ------------------------------------------------------------------
 
-    def _get(self, target: Target, **kw: Any) -> Blob:
+    def _get(self, target: Target, *, restartable: bool = False, **kw: Any) -> Blob:
+        """``store.get`` with its errors in the model's terms; ``restartable``: a
+        ``stale`` is raised as the store said it, unexplained and unreported, because
+        the caller starts its read over (it had not read the file before)."""
         try:
             return self.store.get(target.backend_path, **kw)
         except FsError as err:
+            if err.code == "stale" and restartable:
+                raise
             if err.code == "not_found":
                 raise self._not_found(target, err) from err.__cause__
             if err.code == "stale":
@@ -393,16 +402,31 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
     def open_observed(self, path: str) -> ObservedFile:
         """Open for reading and record the version of the bytes it yields."""
         target = self._readable(path, via_store=True)
-        try:
-            head = self._get(target, length=self.first_block)
-        except FsError as err:
-            if err.code == "not_found" and not err.details.get("bucket"):
-                self.ledger.record(target.backend_path, None)
-            raise
-        data = head.data
-        if not head.complete and head.size <= self.size_cap:
-            rest = self._get(target, start=len(data), if_version=head.version)
+        for attempt in range(1, READ_ATTEMPTS + 1):
+            try:
+                head = self._get(target, length=self.first_block)
+            except FsError as err:
+                if err.code == "not_found" and not err.details.get("bucket"):
+                    self.ledger.record(target.backend_path, None)
+                raise
+            data = head.data
+            if head.complete or head.size > self.size_cap:
+                break  # one request (the fast path), or a file streamed in blocks later
+            try:
+                rest = self._get(target, start=len(data), if_version=head.version,
+                                 restartable=True)
+            except FsError as err:
+                # Another writer committed between the two requests. This reader had
+                # not read the file: nothing of it is stale, so read it afresh.
+                if attempt < READ_ATTEMPTS:
+                    continue
+                changing = fs_error(
+                    "stale", f"{target.display} kept changing while it was being read "
+                    f"({READ_ATTEMPTS} attempts); read it again once the writes settle",
+                    path=target.display, details={"attempts": READ_ATTEMPTS})
+                raise self._fail(changing, target, "read") from err
             data += rest.data
+            break
         complete = len(data) == head.size
         # Before recording: a subscriber may still refuse this read.
         self._before("fs/read", "read", target, after=head.version)

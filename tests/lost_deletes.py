@@ -1,0 +1,43 @@
+"""Shared by the lost-DELETE fault tests (test_faults.py: S3 and GCS; test_azure.py):
+a delete whose first attempt landed and whose response was lost, done directly or as
+the second half of a move through a model-facing tool."""
+
+from __future__ import annotations
+
+import toolfs
+from toolfs.render import ToolOutput
+
+DELETE_LOST = ["reset_after_forward", "500_after_forward"]
+"""Faults after which the DELETE has landed and its client never learnt it."""
+MOVES = ["rm_file", "apply_patch-move", "memory-rename"]
+MOVED_OLD, MOVED_NEW = b"alpha\nbeta\n", b"ALPHA\nbeta\n"
+"""The source's bytes, and what ``apply_patch-move`` makes of them."""
+
+
+def gone_from_ledger(ws: toolfs.Workspace, rel: str) -> bool:
+    """This context no longer holds a version of ``rel`` (it recorded the delete)."""
+    obs = ws.fs.ledger.get(ws.fs.resolve(rel).backend_path)
+    return obs is not None and obs.version is None
+
+
+def delete_or_move(ws: toolfs.Workspace, how: str, src: str, dest: str) -> ToolOutput | None:
+    """Delete ``src`` (``rm_file``) or move it to ``dest`` through a model-facing tool:
+    openai's apply_patch (update_file with move_to: the diff, then the move) or the
+    anthropic memory tool's rename (the root is ``/memories``). Returns the tool output."""
+    from toolfs.integrations.anthropic import MemoryTool
+    from toolfs.integrations.openai import apply_patch
+
+    if how == "rm_file":
+        ws.fs.rm_file(src)
+        return None
+    if how == "apply_patch-move":
+        return apply_patch(ws, {"type": "update_file", "path": src, "move_to": dest,
+                                "diff": "@@\n-alpha\n+ALPHA\n"})
+    mem = MemoryTool(ws)
+    return mem.execute_input({"command": "rename", "old_path": f"/memories/{src}",
+                              "new_path": f"/memories/{dest}"})
+
+
+def moved_bytes(how: str) -> bytes:
+    """What the destination holds after :func:`delete_or_move` of ``MOVED_OLD``."""
+    return MOVED_NEW if how == "apply_patch-move" else MOVED_OLD
