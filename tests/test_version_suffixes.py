@@ -133,3 +133,31 @@ def test_listings_and_many_reads_refuse_a_parsed_directory(store: Any, suffix: s
     assert err.code in ("invalid_arguments", "not_found"), err
     if name in ("s3", "seaweedfs", "azure") and suffix in PARSED[name]:
         assert err.code == "invalid_arguments"
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_the_policy_filesystems_own_calls_take_the_same_check(store: Any,
+                                                              suffix: str) -> None:
+    """``info``, ``exists``, ``isfile``, ``modified``, ``ls`` and ``find`` call the
+    client directly: a suffix it would read is refused there too, never described as
+    ``.env``."""
+    name, b = store
+    b.put(".env", SECRET)
+    fs = toolfs.Workspace(b.fs, root=b.root, deny=[".env"]).fs
+    path = ".env" + suffix
+    assert fs.exists(path) is False  # a name that cannot be stored does not exist
+    for call in (fs.info, fs.isfile, fs.modified, fs.ls, fs.find):
+        if suffix in PARSED[name]:
+            with pytest.raises(toolfs.FsError) as caught:
+                call(path)
+            assert caught.value.code == "invalid_arguments", call
+        else:
+            try:
+                answer = call(path)
+            except toolfs.FsError as err:
+                assert err.code == "not_found", (call, err)
+            except FileNotFoundError:
+                pass  # modified() of a missing file, as fsspec answers it
+            else:
+                assert not answer, (call, answer)  # its own (missing) object
+    assert b.get(".env") == SECRET

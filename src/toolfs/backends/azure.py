@@ -124,6 +124,9 @@ class AzureBlobStore(AsyncStore):
         container, _, blob = own.partition("/")
         return container, blob
 
+    def check_path(self, path: str) -> None:
+        self._parts(path)
+
     def _split(self, path: str) -> tuple[str, str]:
         """``(container, blob)`` of a file (see :meth:`_parts`)."""
         container, blob = self._parts(path)

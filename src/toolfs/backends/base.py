@@ -234,6 +234,13 @@ class Store(ABC):
         directories, and a wrapped filesystem of unknown kind is not walked."""
         return []
 
+    def check_path(self, path: str) -> None:
+        """Raise ``invalid_arguments`` if the wrapped client would not address ``path`` by
+        its literal name (see :func:`check_literal`): for the policy's calls that reach
+        the filesystem directly (``info``, ``exists``, ``ls``, ...). The store's own
+        operations check their paths themselves. This default: every path is literal."""
+        return
+
     def is_root(self, path: str) -> bool:
         """Whether ``path`` names the workspace root (or the filesystem's own root)."""
         own: str = self.fs._strip_protocol(path).rstrip("/")

@@ -83,6 +83,9 @@ class GCSStore(AsyncStore):
         check_literal(path, split, client="gcsfs")
         return split[0], split[1]
 
+    def check_path(self, path: str) -> None:
+        self._parts(path)
+
     def _split(self, path: str) -> tuple[str, str]:
         bucket, key = self._parts(path)
         if not key:

@@ -116,6 +116,9 @@ class S3Store(AsyncStore):
         check_literal(path, split, client="s3fs")
         return split[0], split[1]
 
+    def check_path(self, path: str) -> None:
+        self._parts(path)
+
     def _split(self, path: str) -> tuple[str, str]:
         bucket, key = self._parts(path)
         if not key:

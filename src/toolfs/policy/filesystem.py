@@ -325,6 +325,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         why = self._deny_reason(target) if self.deny else None
         if why is not None:
             raise self._fail(fs_error("denied", why, path=target.display), target, "read")
+        if not via_store:  # the caller reaches the filesystem itself: check the name
+            self.store.check_path(target.backend_path)
         return target
 
     def _fail(self, err: FsError, target: Target, op: Operation) -> FsError:
@@ -717,6 +719,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
     def _directory(self, target: Target) -> bool:
         """``target`` is a directory on the backend (a failing probe: not known to be)."""
         try:
+            self.store.check_path(target.backend_path)
             return bool(self.fs.isdir(target.backend_path))
         except Exception:  # a refusal follows either way; the probe only picks its words
             return False
@@ -778,12 +781,14 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
     def touch(self, path: str, truncate: bool = True, **kwargs: Any) -> None:
         """Create an empty file; truncating an existing one is a guarded write."""
         target = self._writable(path, "write")
+        self.store.check_path(target.backend_path)
         if not truncate and self.fs.exists(target.backend_path):
             return  # nothing changes: content versions do not move on touch
         self.pipe_file(path, b"")
 
     def makedirs(self, path: str, exist_ok: bool = False) -> None:
         target = self.resolve(path)
+        self.store.check_path(target.backend_path)
         self._check_writable(target, "mkdir")
         if self.fs.isfile(target.backend_path):
             raise fs_error("denied", f"{target.display} is a file", path=target.display)
