@@ -142,8 +142,14 @@ class LocalBackend(Backend):
         os.utime(self.key(rel))
 
 
+class OpaqueDirFileSystem(DirFileSystem):  # type: ignore[misc]
+    """A filesystem class toolfs has no adapter for (a plain ``DirFileSystem`` over a
+    known backend is unwrapped to that backend's store)."""
+
+
 class GenericBackend(Backend):
-    """An fsspec filesystem with no adapter (DirFileSystem over memory): the fallback."""
+    """An fsspec filesystem with no adapter (a DirFileSystem subclass over memory): the
+    fallback."""
 
     name = "generic"
 
@@ -152,7 +158,7 @@ class GenericBackend(Backend):
         mem = fsspec.filesystem("memory")
         mem.makedirs(base, exist_ok=True)
         self._mem, self._base = mem, base
-        self.fs = DirFileSystem(path=base, fs=mem)
+        self.fs = OpaqueDirFileSystem(path=base, fs=mem)
         self.root = "proj"
 
     def teardown(self) -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import pathlib
 
+import fsspec
 import pytest
 
+import toolfs
 from tests.backends import Backend, LocalBackend
 
 # (path, why) -- every one must be refused with outside_root on every backend.
@@ -258,3 +260,43 @@ def test_remove_empty_dirs_never_follows_a_directory_swapped_for_a_symlink(
     assert os.path.join(root, "p/c/d") in removed
     assert not os.path.exists(os.path.join(root, "p/c_old/d"))
     assert os.path.isdir(os.path.join(root, "p"))
+
+
+def test_a_dirfilesystem_over_a_known_backend_gets_its_store(tmp_path: pathlib.Path) -> None:
+    """A plain ``DirFileSystem`` (a path prefix) over the local disk is the local store,
+    with its symlink confinement and deny rules on the file reached; over memory the
+    memory store. A subclass (which may change more than paths) stays generic."""
+    from fsspec.implementations.dirfs import DirFileSystem
+    from fsspec.implementations.local import LocalFileSystem
+
+    from tests.backends import OpaqueDirFileSystem
+    from toolfs.backends.local import LocalStore
+    from toolfs.backends.memory import MemoryStore
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (tmp_path / "outside.txt").write_text("OUTSIDE\n")
+    (root / ".env").write_text("SECRET=1\n")
+    os.symlink(tmp_path / "outside.txt", root / "link.txt")
+    os.symlink(".env", root / "env.example")
+    for fs, sub in ((DirFileSystem(path=str(root), fs=LocalFileSystem()), ""),
+                    (DirFileSystem(path=str(tmp_path), fs=LocalFileSystem()), "root"),
+                    (DirFileSystem(path=str(tmp_path),
+                                   fs=DirFileSystem(path="/", fs=LocalFileSystem())), "root")):
+        ws = toolfs.Workspace(fs, root=sub, deny=[".env"])
+        assert isinstance(ws.fs.store, LocalStore)
+        for path, code in ((".env", "denied"), ("env.example", "denied"),
+                           ("link.txt", "outside_root")):
+            out = ws.execute("read", {"file_path": path})
+            assert out.error is not None and out.error.code == code, (path, out.text)
+        out = ws.execute("write", {"file_path": "link.txt", "content": "x\n"})
+        assert out.error is not None and out.error.code == "outside_root", out.text
+        assert ws.execute("write", {"file_path": "new.txt", "content": "n\n"}).error is None
+        assert (root / "new.txt").read_text() == "n\n"
+        (root / "new.txt").unlink()
+    assert (tmp_path / "outside.txt").read_text() == "OUTSIDE\n"
+    mem = fsspec.filesystem("memory")
+    assert isinstance(toolfs.Workspace(DirFileSystem(path="/dirfs-test", fs=mem)).fs.store,
+                      MemoryStore)
+    opaque = toolfs.Workspace(OpaqueDirFileSystem(path="/dirfs-test", fs=mem))
+    assert type(opaque.fs.store).__name__ == "GenericStore"

@@ -26,7 +26,7 @@ from toolfs.backends.generic import GenericStore
 __all__ = [
     "AsyncStore", "Blob", "Capabilities", "Create", "Entry", "GenericStore", "Overwrite",
     "PutMode",
-    "Store", "Update", "store_for",
+    "Store", "Update", "store_for", "unwrapped",
 ]
 
 # fsspec class path -> adapter class path; imported lazily so s3fs/gcsfs/adlfs stay optional.
@@ -39,13 +39,38 @@ _ADAPTERS: dict[str, str] = {
 }
 
 
-def store_for(fs: Any, *, root: str | None = None, size_cap: int = 10 * 1024 * 1024) -> Store:
-    """The adapter for ``fs``: exact class match first, then its base classes."""
+def _adapter(fs: Any) -> type[Store] | None:
+    """The adapter class for ``fs``'s class or the nearest of its bases, if any."""
     for cls in type(fs).__mro__:
         target = _ADAPTERS.get(f"{cls.__module__}.{cls.__qualname__}")
-        if target is None:
-            continue
-        module, _, name = target.partition(":")
-        adapter: type[Store] = getattr(importlib.import_module(module), name)
-        return adapter(fs, root=root, size_cap=size_cap)
-    return GenericStore(fs, root=root, size_cap=size_cap)
+        if target is not None:
+            module, _, name = target.partition(":")
+            adapter: type[Store] = getattr(importlib.import_module(module), name)
+            return adapter
+    return None
+
+
+def store_for(fs: Any, *, root: str | None = None, size_cap: int = 10 * 1024 * 1024) -> Store:
+    """The adapter for ``fs``: exact class match first, then its base classes."""
+    adapter = _adapter(fs)
+    if adapter is None:
+        return GenericStore(fs, root=root, size_cap=size_cap)
+    return adapter(fs, root=root, size_cap=size_cap)
+
+
+def unwrapped(fs: Any, root: str) -> tuple[Any, str]:
+    """``(fs, root)`` with fsspec ``DirFileSystem`` layers taken off, each layer's path put
+    in front of ``root``, when what they wrap has an adapter of its own.
+
+    A path-prefix wrapper must not hide a backend's guarantees behind the generic store,
+    which is not atomic and resolves no symlinks: over a local disk a link would lead out
+    of the root and past deny rules, and over S3 two writers could overwrite each other.
+    Only ``DirFileSystem`` itself is taken off, never a subclass (which may change more
+    than paths)."""
+    from fsspec.implementations.dirfs import DirFileSystem  # fsspec is a dependency
+
+    while type(fs) is DirFileSystem and (
+            type(fs.fs) is DirFileSystem or _adapter(fs.fs) is not None):
+        root = fs._join(root) if root else fs.path
+        fs = fs.fs
+    return fs, root

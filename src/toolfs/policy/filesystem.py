@@ -48,7 +48,7 @@ from typing import Any, ClassVar, Literal, get_args
 from fsspec.spec import AbstractFileSystem
 
 from toolfs._trusted import trusted
-from toolfs.backends import Create, Overwrite, PutMode, Store, Update, store_for
+from toolfs.backends import Create, Overwrite, PutMode, Store, Update, store_for, unwrapped
 from toolfs.backends.base import Blob
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable
@@ -156,6 +156,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         gitignore: bool = True,
     ) -> None:
         super().__init__()
+        if store is None:  # a DirFileSystem over a known backend gets that backend's store
+            fs, root = unwrapped(fs, root)
         self.fs = fs
         protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
         self.store = store or store_for(fs, root=root or None, size_cap=size_cap)
