@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import toolfs
 from tests.backends import Backend, LocalBackend
 from toolfs.discovery import TreeFilter, compile_glob, compile_override, compile_regex
 
@@ -437,7 +438,10 @@ def test_redos_pattern_returns(tmp_path: pathlib.Path) -> None:
 
 
 _LINE_PATTERNS = [r"\bfoo\b", r"^foo", r"foo$", r"^$", r"o+", r"\d{2,}", r"é", r"(?i)FOO",
-                  r"\Afoo", r"bar\z", r"^\s*$", r"[^a-z]", r"x*", r"foo\nbar"]
+                  r"\Afoo", r"bar\z", r"^\s*$", r"[^a-z]", r"x*", r"foo\nbar",
+                  # classes that hold "\n": a match must still stay within one line
+                  r"\s+bar", r"o[^y]*b", r"\D+bar", r"foo\s*$", r"[\x00-\x7f]+2",
+                  r"(?s)o.b", r"\W+b", r"(?-m)^foo", r"(?i)O\s+B", r"\S+\s+\S+"]
 
 
 @pytest.mark.parametrize("pattern", _LINE_PATTERNS)
@@ -463,6 +467,100 @@ def test_matching_lines_agrees_with_a_per_line_search(pattern: str) -> None:
         slow = discovery.LineRegex(compiled.regex, compiled.whole_text)
         object.__setattr__(slow, "match_start", discovery._public_match_start(compiled.regex))
         assert slow.matching_lines(data) == expected, (pattern, data)
+
+
+# Patterns whose classes hold "\n" (\s, [^y], \D, (?s).): ripgrep removes the line
+# terminator from them, so a match never spans lines.
+_TRICKY = [r"\s+return", r"a[^y]*z", r"\s*$", r"^\s+", r"\W+b", r"(?s)a.b", r"\D+",
+           r"[\x00-\x7f]+z", r"(?-m)^a", r"\Aa", r"(?s:.)z", r"[^a]z", r"(?i)A\s+Z",
+           r"\S+\s*$", r"[[:space:]]+return", r"\pC+z", r"b\s\S*$"]
+_TRICKY_TEXT = (b"a\n\n\n    return 1\nreturn\nx\n  \nb z\naz\na\nz\n12\nab\n"
+                b"A \t Z\n\t\nend b\nb \n\n\n")
+
+
+@pytest.mark.parametrize("pattern", _TRICKY)
+def test_grep_never_matches_across_lines_as_ripgrep(tmp_path: pathlib.Path,
+                                                     pattern: str) -> None:
+    b = LocalBackend(str(tmp_path))
+    b.setup()
+    root = pathlib.Path(b.root)
+    (root / "t.txt").write_bytes(_TRICKY_TEXT)
+    (root / "u.txt").write_bytes(_TRICKY_TEXT.rstrip(b"\n"))
+    ws = b.workspace()
+    got = ws.execute("grep", {"pattern": pattern, "output_mode": "content"}).text
+    lines = _TRICKY_TEXT.decode().split("\n")[:-1]
+    import re2
+
+    rx = re2.compile("(?m)" + pattern)  # RE2 on each line alone
+    want_t = [f"t.txt:{i + 1}:{line}" for i, line in enumerate(lines) if rx.search(line)]
+    last = _TRICKY_TEXT.rstrip(b"\n").decode().split("\n")
+    want_u = [f"u.txt:{i + 1}:{line}" for i, line in enumerate(last) if rx.search(line)]
+    want = "\n".join(want_t + want_u)
+    assert got == want or (not want and got.startswith("No matches"))
+    if shutil.which("rg"):
+        assert got == _rg(root, ["-n", "-H", pattern]).rstrip("\n") or \
+            (not want and got.startswith("No matches"))
+
+
+def _counted(compiled: Any) -> tuple[Any, list[int]]:
+    """``compiled`` with a ``match_start`` that tallies, per RE2 call, the bytes RE2 must
+    read at least: from ``pos`` to the end of the match it reports (to ``endpos`` when
+    there is none)."""
+    from toolfs import discovery
+
+    work = [0, 0]
+    lr = discovery.LineRegex(compiled.regex, compiled.whole_text)
+
+    def start(data: bytes, pos: int, endpos: int) -> int:
+        m = compiled.regex.search(data, pos, endpos)
+        work[0] += 1
+        work[1] += (m.end() if m is not None else endpos) - pos
+        return -1 if m is None else int(m.start())
+
+    object.__setattr__(lr, "match_start", start)
+    return lr, work
+
+
+_LINEAR = [(r"\s+return", b"\n", b"    return 1\n"), (r"a[^y]*z", b"a\n", b"z\n"),
+           (r"\D*9", b"x\n", b"9\n"), (r"(?s)a.*z", b"a\n", b"z\n"),
+           (r"\s*return", b"return\n", b""), (r"\Areturn", b"\n", b"return\n"),
+           (r"[^#]+#", b"code\n", b"#\n")]
+
+
+@pytest.mark.parametrize(("pattern", "line", "tail"), _LINEAR)
+def test_grep_regex_work_is_linear_in_the_text(pattern: str, line: bytes,
+                                               tail: bytes) -> None:
+    """A match that could run over many lines (\\s over blank lines, [^y] over every
+    line) is cut at the line end: RE2 reads each byte a bounded number of times. The old
+    search restarted after each cross-line candidate and read the rest of the text
+    again: ~n**2/2 bytes here."""
+    n = 20_000
+    data = line * n + tail
+    lr, work = _counted(compile_regex(pattern))
+    hits = lr.matching_lines(data)
+    assert hits == compile_regex(pattern).matching_lines(data)
+    assert work[0] <= len(hits) + n + 2
+    assert work[1] <= 2 * len(data) + 2 * work[0]
+
+
+def test_grep_time_grows_linearly_with_blank_lines() -> None:
+    """Through the tool: 8x the blank lines costs about 8x the time (generous bound
+    24x; the quadratic search took ~50x)."""
+    import time
+
+    def best(n: int) -> float:
+        ws = toolfs.Workspace(f"memory://lin-{n}")
+        ws.write("f.py", "\n" * n + "    return 1\n" + "a\n" * n + "z\n")
+        times = []
+        for _ in range(3):
+            t = time.perf_counter()
+            out = ws.execute("grep", {"pattern": r"\s+return|a[^y]*z", "output_mode": "content"})
+            times.append(time.perf_counter() - t)
+            assert out.text == f"f.py:{n + 1}:    return 1"
+        return min(times)
+
+    small, large = best(50_000), best(400_000)
+    assert large < 24 * max(small, 2e-3)
 
 
 def test_discovery_while_another_context_writes(backend: Backend) -> None:

@@ -525,12 +525,18 @@ class TreeFilter:
 
 @dataclass(frozen=True)
 class LineRegex:
-    """A ``grep`` pattern compiled with RE2 over UTF-8 bytes (no backtracking)."""
+    """A ``grep`` pattern compiled with RE2 over UTF-8 bytes (no backtracking).
+
+    Compiled with RE2's ``never_nl``: no match contains a ``\\n`` (``\\s``, ``[^y]``,
+    ``\\D``, ``(?s).`` lose it and a literal ``\\n`` never matches), as ripgrep strips the
+    line terminator from its patterns. A match in the whole text is then a match inside
+    one line, so one left-to-right pass finds every matching line."""
 
     regex: re2._Regexp
     whole_text: bool
     """Candidates may be found over the whole text at once (the pattern has no
-    construct whose meaning differs between a line and a text)."""
+    construct whose meaning differs between a line and a text: ``\\A``, ``\\z``,
+    ``(?-m)``)."""
     match_start: Callable[[bytes, int, int], int] = field(init=False, compare=False,
                                                          repr=False)
     """``match_start(data, pos, endpos)``: see :func:`_match_start`."""
@@ -540,7 +546,9 @@ class LineRegex:
 
     def matching_lines(self, data: bytes) -> list[int]:
         """0-based numbers of the lines of ``data`` (``\\n``-separated, ``\\r\\n``
-        already normalised) that hold a match. O(len(data)) regex work."""
+        already normalised) that hold a match. O(len(data)): each byte is scanned by
+        one search (a match never spans a line end, so the search after a matching
+        line starts past it), or each line is searched once on its own."""
         out: list[int] = []
         end = len(data)
         found = self.match_start
@@ -554,15 +562,13 @@ class LineRegex:
             start = found(data, pos, end)
             if start < 0:
                 break
+            if start == end and (end == 0 or data[end - 1:end] == b"\n"):
+                break  # the empty "line" after a final newline is not a line
             line_no += data.count(b"\n", pos, start)
-            ls = data.rfind(b"\n", 0, start) + 1
+            out.append(line_no)
             le = data.find(b"\n", start)
             if le < 0:
-                le = end
-            if ls == end and (end == 0 or data[end - 1:end] == b"\n"):
-                break  # the empty "line" after a final newline is not a line
-            if found(data, ls, le) >= 0:  # the match was not across a line end
-                out.append(line_no)
+                break
             pos = le + 1
             line_no += 1
         return out
@@ -620,6 +626,7 @@ def compile_regex(pattern: str, *, ignore_case: bool = False) -> LineRegex:
                        f"the pattern is over {MAX_PATTERN_CHARS} characters")
     opts = _options()
     opts.case_sensitive = not ignore_case
+    opts.never_nl = True
     try:
         regex = re2.compile(("(?m)" + pattern).encode("utf-8", "surrogateescape"), opts)
     except re2.error as exc:
@@ -629,5 +636,14 @@ def compile_regex(pattern: str, *, ignore_case: bool = False) -> LineRegex:
         reason = str(reason).replace("(?m)", "", 1)  # our line-mode prefix, not theirs
         raise fs_error("invalid_arguments",
                        f"invalid regular expression (RE2 syntax): {reason}") from None
-    whole = not any(s in pattern for s in ("\\A", "\\z", "(?"))
-    return LineRegex(regex, whole)
+    return LineRegex(regex, _whole_text(pattern))
+
+
+_UNSET_MULTILINE = re2.compile(r"\(\?[a-zA-Z]*-[a-zA-Z]*m")
+
+
+def _whole_text(pattern: str) -> bool:
+    """Whether ``pattern`` finds the same lines in a whole text as in each line alone
+    (conservative: a literal ``\\\\A`` also answers False, which is only slower)."""
+    return "\\A" not in pattern and "\\z" not in pattern \
+        and _UNSET_MULTILINE.search(pattern) is None
