@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolfs.discovery import MAX_IGNORE_PATTERNS
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable, escape_undecodable_data
 from toolfs.results import (
@@ -476,6 +477,9 @@ def _grep_view(r: GrepResult, max_chars: int) -> tuple[str, int]:
         total = sum(r.skipped.values())
         why = ", ".join(f"{n} {_SKIP_WORDS.get(k, k)}" for k, n in r.skipped.items())
         footer.append(f"Skipped {_plural(total, 'file')}: {why}.")
+    if r.ignore_rules_not_applied:
+        footer.append(f"{_plural(r.ignore_rules_not_applied, '.gitignore wildcard rule')} "
+                      f"over the limit of {MAX_IGNORE_PATTERNS} per file not applied.")
     if not rows:
         head = f"No matches found in {_plural(r.files_searched, 'file')} searched."
         return "\n".join([head, *(f"({n})" for n in footer)]), 0
