@@ -768,10 +768,14 @@ def test_grep_walks_a_tree_thousands_of_directories_deep(tmp_path: pathlib.Path)
     (root / deep / "g.log").write_text("hello\n")
     (root / "a" / "a" / ".gitignore").write_text("*.log\n")
     ws = b.workspace()
-    for path in (None, "a", "/".join(["a"] * 500)):
-        r = ws.grep("hello", path=path)
-        want = [f"{deep}/f.txt"] + (["top.txt"] if path is None else [])
-        assert r.files == want
+    try:
+        for path in (None, "a", "/".join(["a"] * 500)):
+            r = ws.grep("hello", path=path)
+            want = [f"{deep}/f.txt"] + (["top.txt"] if path is None else [])
+            assert r.files == want
+    finally:
+        # pytest's clean-up of old temp dirs (shutil.rmtree) recurses per level
+        subprocess.run(["rm", "-rf", str(root / "a")], check=True)
     tree = TreeFilter(override=compile_override("*.txt"))
     tree.add_gitignore("a", "b/\n")
     rel = "/".join(["a"] * 5000)

@@ -81,7 +81,12 @@ def check_output_budget(max_chars: object) -> int:
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
+    """``1 file``, ``2 files``; ``entry`` -> ``entries`` (a consonant and ``y``)."""
+    if n == 1:
+        return f"{n} {word}"
+    if word.endswith("y") and word[-2:-1] not in ("a", "e", "i", "o", "u", ""):
+        return f"{n} {word[:-1]}ies"
+    return f"{n} {word}s"
 
 
 def _clip(text: str, limit: int) -> str:
