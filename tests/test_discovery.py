@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import toolfs
 from tests.backends import Backend, LocalBackend
 from toolfs.discovery import TreeFilter, compile_glob, compile_override, compile_regex
 
@@ -437,7 +438,10 @@ def test_redos_pattern_returns(tmp_path: pathlib.Path) -> None:
 
 
 _LINE_PATTERNS = [r"\bfoo\b", r"^foo", r"foo$", r"^$", r"o+", r"\d{2,}", r"é", r"(?i)FOO",
-                  r"\Afoo", r"bar\z", r"^\s*$", r"[^a-z]", r"x*", r"foo\nbar"]
+                  r"\Afoo", r"bar\z", r"^\s*$", r"[^a-z]", r"x*", r"foo\nbar",
+                  # classes that hold "\n": a match must still stay within one line
+                  r"\s+bar", r"o[^y]*b", r"\D+bar", r"foo\s*$", r"[\x00-\x7f]+2",
+                  r"(?s)o.b", r"\W+b", r"(?-m)^foo", r"(?i)O\s+B", r"\S+\s+\S+"]
 
 
 @pytest.mark.parametrize("pattern", _LINE_PATTERNS)
@@ -463,6 +467,100 @@ def test_matching_lines_agrees_with_a_per_line_search(pattern: str) -> None:
         slow = discovery.LineRegex(compiled.regex, compiled.whole_text)
         object.__setattr__(slow, "match_start", discovery._public_match_start(compiled.regex))
         assert slow.matching_lines(data) == expected, (pattern, data)
+
+
+# Patterns whose classes hold "\n" (\s, [^y], \D, (?s).): ripgrep removes the line
+# terminator from them, so a match never spans lines.
+_TRICKY = [r"\s+return", r"a[^y]*z", r"\s*$", r"^\s+", r"\W+b", r"(?s)a.b", r"\D+",
+           r"[\x00-\x7f]+z", r"(?-m)^a", r"\Aa", r"(?s:.)z", r"[^a]z", r"(?i)A\s+Z",
+           r"\S+\s*$", r"[[:space:]]+return", r"\pC+z", r"b\s\S*$"]
+_TRICKY_TEXT = (b"a\n\n\n    return 1\nreturn\nx\n  \nb z\naz\na\nz\n12\nab\n"
+                b"A \t Z\n\t\nend b\nb \n\n\n")
+
+
+@pytest.mark.parametrize("pattern", _TRICKY)
+def test_grep_never_matches_across_lines_as_ripgrep(tmp_path: pathlib.Path,
+                                                     pattern: str) -> None:
+    b = LocalBackend(str(tmp_path))
+    b.setup()
+    root = pathlib.Path(b.root)
+    (root / "t.txt").write_bytes(_TRICKY_TEXT)
+    (root / "u.txt").write_bytes(_TRICKY_TEXT.rstrip(b"\n"))
+    ws = b.workspace()
+    got = ws.execute("grep", {"pattern": pattern, "output_mode": "content"}).text
+    lines = _TRICKY_TEXT.decode().split("\n")[:-1]
+    import re2
+
+    rx = re2.compile("(?m)" + pattern)  # RE2 on each line alone
+    want_t = [f"t.txt:{i + 1}:{line}" for i, line in enumerate(lines) if rx.search(line)]
+    last = _TRICKY_TEXT.rstrip(b"\n").decode().split("\n")
+    want_u = [f"u.txt:{i + 1}:{line}" for i, line in enumerate(last) if rx.search(line)]
+    want = "\n".join(want_t + want_u)
+    assert got == want or (not want and got.startswith("No matches"))
+    if shutil.which("rg"):
+        assert got == _rg(root, ["-n", "-H", pattern]).rstrip("\n") or \
+            (not want and got.startswith("No matches"))
+
+
+def _counted(compiled: Any) -> tuple[Any, list[int]]:
+    """``compiled`` with a ``match_start`` that tallies, per RE2 call, the bytes RE2 must
+    read at least: from ``pos`` to the end of the match it reports (to ``endpos`` when
+    there is none)."""
+    from toolfs import discovery
+
+    work = [0, 0]
+    lr = discovery.LineRegex(compiled.regex, compiled.whole_text)
+
+    def start(data: bytes, pos: int, endpos: int) -> int:
+        m = compiled.regex.search(data, pos, endpos)
+        work[0] += 1
+        work[1] += (m.end() if m is not None else endpos) - pos
+        return -1 if m is None else int(m.start())
+
+    object.__setattr__(lr, "match_start", start)
+    return lr, work
+
+
+_LINEAR = [(r"\s+return", b"\n", b"    return 1\n"), (r"a[^y]*z", b"a\n", b"z\n"),
+           (r"\D*9", b"x\n", b"9\n"), (r"(?s)a.*z", b"a\n", b"z\n"),
+           (r"\s*return", b"return\n", b""), (r"\Areturn", b"\n", b"return\n"),
+           (r"[^#]+#", b"code\n", b"#\n")]
+
+
+@pytest.mark.parametrize(("pattern", "line", "tail"), _LINEAR)
+def test_grep_regex_work_is_linear_in_the_text(pattern: str, line: bytes,
+                                               tail: bytes) -> None:
+    """A match that could run over many lines (\\s over blank lines, [^y] over every
+    line) is cut at the line end: RE2 reads each byte a bounded number of times. The old
+    search restarted after each cross-line candidate and read the rest of the text
+    again: ~n**2/2 bytes here."""
+    n = 20_000
+    data = line * n + tail
+    lr, work = _counted(compile_regex(pattern))
+    hits = lr.matching_lines(data)
+    assert hits == compile_regex(pattern).matching_lines(data)
+    assert work[0] <= len(hits) + n + 2
+    assert work[1] <= 2 * len(data) + 2 * work[0]
+
+
+def test_grep_time_grows_linearly_with_blank_lines() -> None:
+    """Through the tool: 8x the blank lines costs about 8x the time (generous bound
+    24x; the quadratic search took ~50x)."""
+    import time
+
+    def best(n: int) -> float:
+        ws = toolfs.Workspace(f"memory://lin-{n}")
+        ws.write("f.py", "\n" * n + "    return 1\n" + "a\n" * n + "z\n")
+        times = []
+        for _ in range(3):
+            t = time.perf_counter()
+            out = ws.execute("grep", {"pattern": r"\s+return|a[^y]*z", "output_mode": "content"})
+            times.append(time.perf_counter() - t)
+            assert out.text == f"f.py:{n + 1}:    return 1"
+        return min(times)
+
+    small, large = best(50_000), best(400_000)
+    assert large < 24 * max(small, 2e-3)
 
 
 def test_discovery_while_another_context_writes(backend: Backend) -> None:
@@ -496,3 +594,189 @@ def test_discovery_while_another_context_writes(backend: Backend) -> None:
         for m in grep_r.matches:
             assert m.text in states | {"hello new"}
         assert {e.name for e in ls_r.entries} >= {"f.txt"}
+
+
+# -- bounded matching: .gitignore rules, glob patterns, deep trees -------------------------
+
+
+def _ignore_tree(root: pathlib.Path, rnd: random.Random) -> None:
+    kinds = [
+        lambda k: f"n{k}", lambda k: f"n{k}/", lambda k: f"*.e{k}", lambda k: f"p{k}*",
+        lambda k: f"/d1/n{k}", lambda k: f"d1/n{k}", lambda k: f"n?{k}",
+        lambda k: f"[mn]{k}.txt", lambda k: f"**/d2/n{k}", lambda k: f"d1/**/x{k}",
+        lambda k: f"x{k}[0-4]", lambda k: f"*{k}*", lambda k: f"d{k % 4}/", lambda k: "*~",
+        lambda k: f"/p{k}?", lambda k: f"\\!n{k}", lambda k: f"m{k}.t?t/",
+    ]
+    rules = []
+    for _ in range(700):
+        rule = rnd.choice(kinds)(rnd.randrange(40))
+        rules.append(("!" if rnd.random() < 0.25 else "") + rule)
+    (root / ".gitignore").write_text("\n".join(rules) + "\n")
+    sub = [("!" if rnd.random() < 0.4 else "") + rnd.choice(kinds)(rnd.randrange(12))
+           for _ in range(60)]
+    (root / "d1").mkdir()
+    (root / "d1" / ".gitignore").write_text("\n".join(sub) + "\n")
+    names = [lambda k: f"n{k}", lambda k: f"n{k}.e{k % 5}", lambda k: f"p{k}x",
+             lambda k: f"m{k}.txt", lambda k: f"x{k}", lambda k: f"x{k}3", lambda k: f"nn{k}",
+             lambda k: f"!n{k}", lambda k: f"a{k}b~", lambda k: f"q{k}"]
+    dirs = ["", "d1", "d2", "d1/d2", "d3", "d1/d3/d2", "n3", "d1/n4", "m2.txt", "d0/x"]
+    for _ in range(400):
+        d = rnd.choice(dirs)
+        name = rnd.choice(names)(rnd.randrange(12))
+        p = root / d / name
+        if (root / d).is_file() or p.is_dir():
+            continue
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("hit\n")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_gitignore_with_many_rules_and_negations_matches_ripgrep(tmp_path: pathlib.Path,
+                                                                   seed: int) -> None:
+    """Hundreds of rules of every kind (literal names and paths, *.ext, prefix*,
+    wildcards, classes, **, dir/ rules, ! negations, in a nested .gitignore too): the
+    combined matchers give ripgrep's answer."""
+    if not shutil.which("rg"):
+        pytest.skip("ripgrep is not installed")
+    b = LocalBackend(str(tmp_path))
+    b.setup()
+    root = pathlib.Path(b.root)
+    _ignore_tree(root, random.Random(seed))
+    ws = b.workspace(grep_limit=100_000, max_output_chars=10**7)
+    got = ws.grep("hit").files
+    # (sorted here: ripgrep orders "n3/x" before "n3.e3", toolfs by the path string)
+    assert sorted(got) == sorted(_rg(root, ["-l", "hit"]).split())
+    everything = _rg(root, ["-l", "--no-ignore", "--hidden", "hit"]).split()
+    assert 10 < len(got) < len(everything) - 20, (len(got), len(everything))
+
+
+def _count_regex_calls() -> Any:
+    """A patch of RE2's ``fullmatch`` that counts its calls (``calls[0]``)."""
+    from unittest import mock
+
+    import re2
+
+    calls = [0]
+    real = re2._Regexp.fullmatch
+
+    def counted(self: Any, *args: Any, **kw: Any) -> Any:
+        calls[0] += 1
+        return real(self, *args, **kw)
+
+    return calls, mock.patch.object(re2._Regexp, "fullmatch", counted)
+
+
+@pytest.mark.parametrize("kind", ["literal", "wildcard"])
+def test_gitignore_work_per_path_does_not_grow_with_the_rules(kind: str) -> None:
+    """100,000 rules (a 1 MiB .gitignore a model could write) cost per path what 2,000
+    do: literal rules are table look-ups, wildcard rules combined regexes, and wildcard
+    rules over MAX_IGNORE_PATTERNS are not applied (and counted). The old matcher made
+    one Python call per rule per path."""
+    from toolfs.discovery import _CHUNK, MAX_IGNORE_PATTERNS
+
+    rule = {"literal": "n{}", "wildcard": "*n{}?"}[kind]
+    paths = [f"d{i % 7}/sub/f{i}.txt" for i in range(300)]
+    paths.append({"literal": "d1/n5", "wildcard": "d2/xn7y"}[kind])
+    per_path = []
+    for n in (2_000, 100_000):
+        tree = TreeFilter()
+        tree.add_gitignore("", "".join(rule.format(i) + "\n" for i in range(n)))
+        calls, patch = _count_regex_calls()
+        with patch:
+            seen = [tree.file_visited(p) for p in paths]
+        assert all(seen[:-1]) and not seen[-1]
+        per_path.append(calls[0] / len(paths))
+        if kind == "wildcard":
+            assert tree.dropped_rules == n - MAX_IGNORE_PATTERNS
+        else:
+            assert tree.dropped_rules == 0 and calls[0] == 0
+    # Each directory and file: the chunks, then one chunk's rules at most.
+    bound = 2 * (MAX_IGNORE_PATTERNS // _CHUNK + _CHUNK)
+    assert per_path[1] <= bound and per_path[1] <= per_path[0] + 1
+
+
+def test_grep_reports_gitignore_rules_not_applied() -> None:
+    from toolfs.discovery import MAX_IGNORE_PATTERNS
+
+    ws = toolfs.Workspace("memory://gi-over")
+    rules = [f"*n{i}?" for i in range(MAX_IGNORE_PATTERNS + 10)] + ["!*n5x", "*.log"]
+    ws.write(".gitignore", "\n".join(rules) + "\n")
+    for name in ("a.txt", "n5x", "n7x", f"n{MAX_IGNORE_PATTERNS + 5}x", "b.log"):
+        ws.write(name, "hello\n")
+    r = ws.grep("hello")
+    # n7x: rule 7; n5x: re-included by the last ! rule; the rule for the 5th name is over
+    # the limit, so its file is searched; *.log is a table rule and always applies.
+    assert r.files == ["a.txt", f"n{MAX_IGNORE_PATTERNS + 5}x", "n5x"]
+    assert r.ignore_rules_not_applied == 10
+    text = ws.execute("grep", {"pattern": "hello"}).text
+    assert text.endswith(f"(10 .gitignore wildcard rules over the limit of "
+                         f"{MAX_IGNORE_PATTERNS} per file not applied.)")
+
+
+_BIG_GLOB = "**/a/" * 800 + "{a,b}" * 3 + "*.py"
+
+
+@pytest.mark.parametrize("pattern", [_BIG_GLOB, "**/*.py", "{x,a/**}/{[ab],?,**}/*.{py,pyi}"])
+def test_glob_costs_one_regex_call_per_path(pattern: str) -> None:
+    """Braces and ** compile into one RE2 regex: one call per listed path, linear in the
+    path, however many alternatives and ** segments (the old matcher ran a set of
+    states per segment per alternative in Python: ~7 ms per path for this 4 KB
+    pattern)."""
+    assert len(_BIG_GLOB) <= 4096
+    paths = ["a/" * 8 + f"f{i}.txt" for i in range(200)] + ["a/" * 801 + "aba.py"]
+    compiled = compile_glob(pattern)
+    override = compile_override(pattern)
+    calls, patch = _count_regex_calls()
+    with patch:
+        hits = [compiled.match(p) for p in paths]
+        decided = [override.decide(p, False) for p in paths]
+    assert calls[0] == 2 * len(paths)
+    assert hits[-1] and not any(hits[:-1])
+    assert decided[-1] == "include" and set(decided[:-1]) == {"exclude"}
+
+
+@pytest.mark.parametrize("pattern", ["**/a/" * 800 + "{a,b}" * 8 + "*.py",
+                                     "{a,b}" * 8 + "/x" * 100])
+def test_glob_alternatives_over_the_limit_are_invalid_arguments(pattern: str) -> None:
+    from toolfs.errors import FsError
+
+    for compile_ in (compile_glob, compile_override):
+        with pytest.raises(FsError) as info:
+            compile_(pattern)
+        assert info.value.code == "invalid_arguments"
+    ws = toolfs.Workspace(f"memory://glob-over-{len(pattern)}")
+    ws.write("a.py", "x\n")
+    for tool, args in (("glob", {"pattern": pattern}),
+                       ("grep", {"pattern": "x", "glob": pattern})):
+        out = ws.execute(tool, args)
+        assert out.error is not None and out.error.code == "invalid_arguments"
+
+
+def test_grep_walks_a_tree_thousands_of_directories_deep(tmp_path: pathlib.Path) -> None:
+    """The directory filter is iterative: a 1,000-level tree (within PATH_MAX) is
+    searched as glob and read reach it, with .gitignore files on the way."""
+    b = LocalBackend(str(tmp_path))
+    b.setup()
+    root = pathlib.Path(b.root)
+    (root / "top.txt").write_text("hello\n")
+    deep = "/".join(["a"] * 1000)
+    d = str(root)
+    for _ in range(1000):  # (pathlib's mkdir(parents=True) recurses per level)
+        d = os.path.join(d, "a")
+        os.mkdir(d)
+    (root / deep / "f.txt").write_text("hello\n")
+    (root / deep / "g.log").write_text("hello\n")
+    (root / "a" / "a" / ".gitignore").write_text("*.log\n")
+    ws = b.workspace()
+    try:
+        for path in (None, "a", "/".join(["a"] * 500)):
+            r = ws.grep("hello", path=path)
+            want = [f"{deep}/f.txt"] + (["top.txt"] if path is None else [])
+            assert r.files == want
+    finally:
+        # pytest's clean-up of old temp dirs (shutil.rmtree) recurses per level
+        subprocess.run(["rm", "-rf", str(root / "a")], check=True)
+    tree = TreeFilter(override=compile_override("*.txt"))
+    tree.add_gitignore("a", "b/\n")
+    rel = "/".join(["a"] * 5000)
+    assert tree.file_visited(rel + "/x.txt") and not tree.file_visited(rel + "/b/x.txt")

@@ -254,6 +254,26 @@ def test_counts_are_pluralised(backend: Backend) -> None:
         "     3\tc\n\n(Showing line 3 of 3.)")
 
 
+def test_every_cut_listing_footer_pluralises_its_word() -> None:
+    """A budget-cut ls says "entries" (it said "entrys"); every word the listings and
+    grep count with is spelt right, singular and plural."""
+    from toolfs.render import _plural
+
+    words = {"entry": "entries", "file": "files", "line": "lines", "count": "counts",
+             "path": "paths", "occurrence": "occurrences", "key": "keys", "day": "days",
+             ".gitignore wildcard rule": ".gitignore wildcard rules"}
+    for word, plural in words.items():
+        assert _plural(1, word) == f"1 {word}" and _plural(0, word) == f"0 {plural}"
+        assert _plural(2, word) == f"2 {plural}"
+    ws = toolfs.Workspace("memory://plural-entries")
+    for i in range(1000):
+        ws.write(f"f{i:04d}_" + "x" * 150 + ".txt", "x\n")
+    text = ws.execute("ls", {}).text
+    assert text.endswith(" of 1000 entries)") and "entrys" not in text
+    assert ws.execute("grep", {"pattern": "x", "output_mode": "content"}).text.endswith(
+        " of 1000 lines)")
+
+
 def test_a_streamed_read_of_the_whole_file_has_no_footer(backend: Backend) -> None:
     lines = [f"row {i:05d}" for i in range(1, 3001)]
     backend.put("huge.txt", ("\n".join(lines) + "\n").encode())

@@ -19,7 +19,7 @@ so object stores list only that prefix.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -125,6 +125,20 @@ def expand_braces(pattern: str, *, escapes: bool = False,
 
 
 # -- segments -----------------------------------------------------------------------
+#
+# A pattern compiles to one RE2 regex over the whole path: the path's segments each
+# followed by "/" ("src/app.py" is matched as "src/app.py/"), so a `**` segment is
+# `(?:[^/]*/)*` and every other segment is its regex plus "/". One call per path, linear
+# in the path's length whatever the pattern (RE2), instead of a set of states per
+# segment and alternative in Python.
+#
+# The glob dialect's hidden rule (a name starting with "." is matched only by a pattern
+# segment starting with "."; `**` never enters one) is compiled in: the path's hidden
+# names are marked by replacing their leading "." with NUL (never in a path), which only
+# a pattern segment's leading "." produces; `*`, `?` and classes never match it.
+
+_MARK = "\x00"
+_NEVER = "[^\\x00-\\x{10ffff}]"
 
 
 def _class_end(seg: str, i: int) -> int:
@@ -139,69 +153,100 @@ def _class_end(seg: str, i: int) -> int:
     return j if j < len(seg) else -1
 
 
-def _class_regex(body: str, dialect: Dialect) -> str:
+def _cp(c: int) -> str:
+    return f"\\x{{{c:x}}}"
+
+
+def _class_regex(body: str, dialect: Dialect, marked: bool) -> str:
+    """A class ``[body]`` that never matches ``/`` (nor the hidden mark)."""
     negate = False
     if body[:1] == "!" or (body[:1] == "^" and dialect != "glob"):
         negate, body = True, body[1:]
-    out: list[str] = []
+    chars: list[str] = []
     i = 0
     while i < len(body):
         c = body[i]
         if c == "\\" and dialect != "glob" and i + 1 < len(body):
             c = body[i + 1]
             i += 1
-        if c == "-" and out and i + 1 < len(body):
-            out.append("-")
-        elif c.isalnum():
-            out.append(c)
-        else:
-            out.append(f"\\x{{{ord(c):x}}}")
+        chars.append(c)
         i += 1
-    if not out:
-        return "[^/]" if negate else "[^\\x00-\\x{10ffff}]"
-    return ("[^" if negate else "[") + "".join(out) + "]"
+    ranges: list[tuple[int, int]] = []
+    k = 0
+    while k < len(chars):
+        lo = ord(chars[k])
+        if k + 2 < len(chars) and chars[k + 1] == "-":
+            hi = ord(chars[k + 2])
+            if lo <= hi:  # a reversed range is empty, as in fnmatch
+                ranges.append((lo, hi))
+            k += 3
+            continue
+        ranges.append((lo, lo))
+        k += 1
+    excluded = [ord("/"), 0] if marked else [ord("/")]
+    if negate:
+        parts = [_cp(lo) if lo == hi else f"{_cp(lo)}-{_cp(hi)}" for lo, hi in ranges]
+        return "[^" + "".join(parts + [_cp(c) for c in excluded]) + "]"
+    kept: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        pieces = [(lo, hi)]
+        for x in excluded:
+            pieces = [p for a, b in pieces
+                      for p in ((a, min(b, x - 1)), (max(a, x + 1), b)) if p[0] <= p[1]]
+        kept.extend(pieces)
+    if not kept:
+        return _NEVER
+    return "[" + "".join(_cp(lo) if lo == hi else f"{_cp(lo)}-{_cp(hi)}"
+                         for lo, hi in kept) + "]"
+
+
+def _literal_regex(c: str, first: bool, marked: bool) -> str:
+    if marked and c == _MARK:
+        return _NEVER
+    if marked and first and c == ".":
+        return "\\x00"
+    if c.isalnum() or ord(c) > 0x7f:
+        return c
+    return "\\" + c if c.isprintable() else _cp(ord(c))
 
 
 def segment_regex(seg: str, dialect: Dialect = "glob") -> str | None:
-    """RE2 source matching one whole path segment, or ``None`` when ``seg`` is literal."""
+    """RE2 source matching one whole path segment, or ``None`` when ``seg`` is literal
+    (no ``*``, ``?`` or closed ``[...]``)."""
+    source, magic = _segment_source(seg, dialect, marked=False)
+    return source if magic else None
+
+
+def _segment_source(seg: str, dialect: Dialect, marked: bool) -> tuple[str, bool]:
+    """RE2 source of one segment (on the marked path if ``marked``), and whether the
+    segment has any wildcard."""
     out: list[str] = []
-    literal: list[str] = []
     magic = False
+    anything = "[^/\\x00]" if marked else "[^/]"
     i = 0
     while i < len(seg):
         c = seg[i]
+        first = i == 0
         if c == "\\" and dialect != "glob" and i + 1 < len(seg):
-            literal.append(seg[i + 1])
+            out.append(_literal_regex(seg[i + 1], first, marked))
             i += 2
             continue
-        if c in _MAGIC:
-            end = _class_end(seg, i) if c == "[" else i
-            if c == "[" and end < 0:
-                literal.append(c)
+        if c == "*":
+            while i + 1 < len(seg) and seg[i + 1] == "*":
                 i += 1
-                continue
+            out.append(anything + "*")
             magic = True
-            if literal:
-                out.append(re2.escape("".join(literal)))
-                literal = []
-            if c == "*":
-                while i + 1 < len(seg) and seg[i + 1] == "*":
-                    i += 1
-                out.append("[^/]*")
-            elif c == "?":
-                out.append("[^/]")
-            else:
-                out.append(_class_regex(seg[i + 1:end], dialect))
-                i = end
-            i += 1
-            continue
-        literal.append(c)
+        elif c == "?":
+            out.append(anything)
+            magic = True
+        elif c == "[" and (end := _class_end(seg, i)) > 0:
+            out.append(_class_regex(seg[i + 1:end], dialect, marked))
+            magic = True
+            i = end
+        else:
+            out.append(_literal_regex(c, first, marked))
         i += 1
-    if not magic:
-        return None
-    if literal:
-        out.append(re2.escape("".join(literal)))
-    return "".join(out)
+    return "".join(out), magic
 
 
 def _unescape(seg: str) -> str:
@@ -214,79 +259,7 @@ def _unescape(seg: str) -> str:
     return "".join(out)
 
 
-@dataclass(frozen=True)
-class _Seg:
-    globstar: bool = False
-    literal: str | None = None
-    regex: re2._Regexp | None = None
-    dot: bool = False
-    """The pattern segment starts with ``.`` (it may match a hidden name)."""
-
-    def matches(self, name: str, hidden_rule: bool) -> bool:
-        if hidden_rule and name[:1] == "." and not self.dot:
-            return False
-        if self.literal is not None:
-            return name == self.literal
-        assert self.regex is not None
-        return self.regex.fullmatch(name) is not None
-
-
-def _compile_segment(seg: str, dialect: Dialect) -> _Seg:
-    if seg == "**":
-        return _Seg(globstar=True)
-    source = segment_regex(seg, dialect)
-    if source is None:
-        return _Seg(literal=_unescape(seg) if dialect != "glob" else seg,
-                    dot=seg.startswith("."))
-    try:
-        regex = re2.compile(source, _options())
-    except re2.error as exc:
-        raise fs_error("invalid_arguments", f"invalid glob segment {seg[:100]!r}: {exc}"
-                       ) from None
-    return _Seg(regex=regex, dot=seg.startswith("."))
-
-
-@dataclass(frozen=True)
-class SegmentPattern:
-    """One brace-free pattern, compiled segment by segment."""
-
-    segs: tuple[_Seg, ...]
-    hidden_rule: bool
-
-    def match(self, parts: list[str]) -> bool:
-        """Whether the path ``parts`` (its segments) matches the whole pattern."""
-        segs, n = self.segs, len(self.segs)
-
-        def closure(states: Iterable[int]) -> set[int]:
-            out: set[int] = set()
-            stack = list(states)
-            while stack:
-                i = stack.pop()
-                if i not in out:
-                    out.add(i)
-                    if i < n and segs[i].globstar:
-                        stack.append(i + 1)
-            return out
-
-        states = closure((0,))
-        for part in parts:
-            nxt: set[int] = set()
-            for i in states:
-                if i == n:
-                    continue
-                s = segs[i]
-                if s.globstar:
-                    if not (self.hidden_rule and part[:1] == "."):
-                        nxt.add(i)
-                elif s.matches(part, self.hidden_rule):
-                    nxt.add(i + 1)
-            if not nxt:
-                return False
-            states = closure(nxt)
-        return n in states
-
-
-def _compile(pattern: str, dialect: Dialect) -> SegmentPattern:
+def _segments(pattern: str) -> list[str]:
     parts = pattern.split("/")
     if len(parts) > 1 and parts[-1] == "**":
         # `dir/**` is everything inside dir, never dir itself.
@@ -297,8 +270,51 @@ def _compile(pattern: str, dialect: Dialect) -> SegmentPattern:
         if p == "**" and squeezed and squeezed[-1] == "**":
             continue
         squeezed.append(p)
-    return SegmentPattern(tuple(_compile_segment(p, dialect) for p in squeezed),
-                          hidden_rule=dialect == "glob")
+    return squeezed
+
+
+def path_source(pattern: str, dialect: Dialect) -> str:
+    """RE2 source that fully matches ``mark(path) + "/"`` (``mark`` only in the glob
+    dialect: see :func:`mark_hidden`) when the brace-free ``pattern`` matches ``path``."""
+    marked = dialect == "glob"
+    anything = "[^/\\x00]" if marked else "[^/]"
+    out: list[str] = []
+    for seg in _segments(pattern):
+        if seg == "**":
+            out.append(f"(?:{anything}*/)*")
+        else:
+            out.append(_segment_source(seg, dialect, marked)[0] + "/")
+    return "".join(out)
+
+
+def mark_hidden(rel: str) -> str:
+    """``rel`` with the leading ``.`` of each name replaced by the hidden mark."""
+    return ("/" + rel).replace("/.", "/" + _MARK)[1:]
+
+
+MAX_COMPILED_CHARS = 8 * MAX_PATTERN_CHARS
+"""Most characters a pattern's brace alternatives may add up to."""
+
+
+def _compile_sources(sources: list[str], what: str) -> re2._Regexp:
+    source = "|".join(dict.fromkeys(sources))
+    try:
+        return re2.compile(source, _options())
+    except (re2.error, UnicodeError) as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        if "too large" in str(reason) or "too big" in str(reason):
+            raise fs_error("invalid_arguments", f"the {what} is too complex to match "
+                           "(fewer {...} alternatives or ** segments)") from None
+        raise fs_error("invalid_arguments", f"invalid {what}: {str(reason)[:200]}") from None
+
+
+def _check_expansion(alts: list[str]) -> None:
+    if sum(len(a) for a in alts) > MAX_COMPILED_CHARS:
+        raise fs_error("invalid_arguments",
+                       f"the pattern's {{...}} alternatives add up to more than "
+                       f"{MAX_COMPILED_CHARS} characters")
 
 
 def _literal_dirs(pattern: str, escapes: bool) -> list[str]:
@@ -333,22 +349,22 @@ def _check_length(pattern: str) -> None:
 
 @dataclass(frozen=True)
 class GlobPattern:
-    """A ``glob`` tool pattern: alternatives from its braces, and their common literal
-    directory prefix (relative to the searched directory)."""
+    """A ``glob`` tool pattern: one regex for all the alternatives of its braces, and
+    their common literal directory prefix (relative to the searched directory)."""
 
-    alternatives: tuple[SegmentPattern, ...]
+    regex: re2._Regexp
     prefix: str
 
     def match(self, rel: str) -> bool:
-        parts = rel.split("/")
-        return any(a.match(parts) for a in self.alternatives)
+        return self.regex.fullmatch(mark_hidden(rel) + "/") is not None
 
 
 def compile_glob(pattern: str) -> GlobPattern:
     """Compile a ``glob`` tool pattern (leading ``/`` and ``./`` are ignored)."""
     _check_length(pattern)
     alts = [a.lstrip("/").removeprefix("./") for a in expand_braces(pattern)]
-    return GlobPattern(tuple(_compile(a, "glob") for a in alts),
+    _check_expansion(alts)
+    return GlobPattern(_compile_sources([path_source(a, "glob") for a in alts], "pattern"),
                        common_prefix([_literal_dirs(a, False) for a in alts]))
 
 
@@ -356,20 +372,17 @@ def compile_glob(pattern: str) -> GlobPattern:
 
 
 @dataclass(frozen=True)
-class _Rule:
-    pattern: tuple[SegmentPattern, ...]
+class _Line:
+    """One parsed ``-g`` glob or ``.gitignore`` line: its alternatives (brace-expanded
+    for ``-g``) and flags."""
+
+    alternatives: tuple[str, ...]
     negate: bool
     dir_only: bool
     anchored: bool
 
-    def matches(self, parts: list[str], is_dir: bool) -> bool:
-        if self.dir_only and not is_dir:
-            return False
-        target = parts if self.anchored else parts[-1:]
-        return any(p.match(target) for p in self.pattern)
 
-
-def _rule(line: str, dialect: Dialect) -> _Rule | None:
+def _parse_line(line: str, dialect: Dialect) -> _Line | None:
     negate = False
     if line.startswith("!"):
         negate, line = True, line[1:]
@@ -384,7 +397,28 @@ def _rule(line: str, dialect: Dialect) -> _Rule | None:
     if line.startswith("**/"):
         anchored = True
     alts = expand_braces(line, escapes=True) if dialect == "override" else [line]
-    return _Rule(tuple(_compile(a, dialect) for a in alts), negate, dir_only, anchored)
+    return _Line(tuple(alts), negate, dir_only, anchored)
+
+
+def _rule_source(alt: str, anchored: bool, dialect: Dialect) -> str:
+    """RE2 source over ``sub + "/"`` (``sub``: the path below the rule's directory);
+    an unanchored rule matches the last name only."""
+    source = path_source(alt, dialect)
+    return source if anchored else "(?:[^/]*/)*" + source
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """A compiled ``-g`` glob: one regex over ``rel + "/"``."""
+
+    regex: re2._Regexp
+    negate: bool
+    dir_only: bool
+
+    def matches(self, rel: str, is_dir: bool) -> bool:
+        if self.dir_only and not is_dir:
+            return False
+        return self.regex.fullmatch(rel + "/") is not None
 
 
 @dataclass(frozen=True)
@@ -400,7 +434,7 @@ class OverrideGlob:
     """Root-relative directory outside which nothing can match (``""``: anywhere)."""
 
     def decide(self, rel: str, is_dir: bool) -> Literal["include", "exclude"] | None:
-        hit = self.rule.matches(rel.split("/"), is_dir)
+        hit = self.rule.matches(rel, is_dir)
         if self.rule.negate:
             return "exclude" if hit else None
         if hit:
@@ -410,12 +444,16 @@ class OverrideGlob:
 
 def compile_override(glob: str) -> OverrideGlob:
     _check_length(glob)
-    rule = _rule(glob, "override")
-    if rule is None:
+    line = _parse_line(glob, "override")
+    if line is None:
         raise fs_error("invalid_arguments", f"the glob {glob[:100]!r} matches nothing")
+    _check_expansion(list(line.alternatives))
+    regex = _compile_sources([_rule_source(a, line.anchored, "override")
+                              for a in line.alternatives], "glob")
+    rule = _Rule(regex, line.negate, line.dir_only)
     prefix = ""
     body = glob.removeprefix("/")
-    if not rule.negate and rule.anchored and not body.startswith("**/"):
+    if not line.negate and line.anchored and not body.startswith("**/"):
         alts = expand_braces(body, escapes=True)
         prefix = common_prefix([_literal_dirs(a, True) for a in alts])
     return OverrideGlob(rule, prefix)
@@ -423,10 +461,135 @@ def compile_override(glob: str) -> OverrideGlob:
 
 # -- .gitignore -------------------------------------------------------------------------
 
+MAX_IGNORE_PATTERNS = 1024
+"""Wildcard rules one ``.gitignore`` may have honoured; literal names and paths, ``*.ext``
+and ``name*`` rules are looked up by key and not limited."""
+_CHUNK = 64
+"""Wildcard rules tested by one combined regex."""
 
-def parse_gitignore(text: str) -> list[_Rule]:
+
+def _best(table: dict[str, tuple[int, int]], key: str, is_dir: bool) -> int:
+    """The index of the last rule under ``key`` that applies (-1: none). Each entry
+    holds the last index of a rule for files and directories, and of a ``dir/`` one."""
+    hit = table.get(key)
+    if hit is None:
+        return -1
+    return max(hit) if is_dir else hit[0]
+
+
+def _put(table: dict[str, tuple[int, int]], key: str, index: int, dir_only: bool) -> None:
+    any_kind, dirs = table.get(key, (-1, -1))
+    table[key] = (any_kind, index) if dir_only else (index, dirs)
+
+
+class IgnoreRules:
+    """The rules of one ``.gitignore``, combined so that matching a path costs a few
+    dictionary look-ups and at most ``MAX_IGNORE_PATTERNS / _CHUNK`` regex calls
+    (each linear in the path), not one Python call per rule: literal names, literal
+    paths, ``*<suffix>`` and ``<prefix>*`` rules are tables keyed by name, path, suffix
+    and prefix; the other rules are tried in combined regexes of ``_CHUNK``, the last
+    chunk first, and only a matching chunk's own rules one by one. As in git, the last
+    matching rule decides."""
+
+    def __init__(self, lines: list[_Line]) -> None:
+        self.negate: list[bool] = []
+        self.names: dict[str, tuple[int, int]] = {}
+        self.paths: dict[str, tuple[int, int]] = {}
+        self.suffixes: dict[str, tuple[int, int]] = {}
+        self.prefixes: dict[str, tuple[int, int]] = {}
+        self.dropped = 0
+        """Wildcard rules beyond ``MAX_IGNORE_PATTERNS``, not applied."""
+        wild: list[tuple[int, str, bool]] = []
+        for index, line in enumerate(lines):
+            self.negate.append(line.negate)
+            alt = line.alternatives[0]
+            segs = _segments(alt)
+            literal = all(segment_regex(s, "gitignore") is None and s != "**" for s in segs)
+            if literal:
+                key = "/".join(_unescape(s) for s in segs)
+                _put(self.paths if line.anchored else self.names, key, index,
+                     line.dir_only)
+                continue
+            if not line.anchored and "\\" not in alt:
+                if alt.startswith("*") and not any(c in _MAGIC for c in alt[1:]) \
+                        and alt[1:]:
+                    _put(self.suffixes, alt[1:], index, line.dir_only)
+                    continue
+                if alt.endswith("*") and not any(c in _MAGIC for c in alt[:-1]) \
+                        and alt[:-1]:
+                    _put(self.prefixes, alt[:-1], index, line.dir_only)
+                    continue
+            if len(wild) >= MAX_IGNORE_PATTERNS:
+                self.dropped += 1
+                continue
+            wild.append((index, _rule_source(alt, line.anchored, "gitignore"),
+                         line.dir_only))
+        self._wild = wild
+        self._suffix_lengths = sorted({len(k) for k in self.suffixes})
+        self._prefix_lengths = sorted({len(k) for k in self.prefixes})
+        self._chunks: list[tuple[re2._Regexp | None, re2._Regexp | None]] = []
+        for start in range(0, len(wild), _CHUNK):
+            part = wild[start:start + _CHUNK]
+            self._chunks.append((_combined([s for _, s, _d in part]),
+                                 _combined([s for _, s, d in part if not d])))
+        self._one: dict[int, re2._Regexp | None] = {}
+
+    def last_match(self, sub: str, is_dir: bool) -> int:
+        """The index of the last rule matching ``sub`` (-1: none)."""
+        name = sub.rsplit("/", 1)[-1]
+        best = max(_best(self.names, name, is_dir), _best(self.paths, sub, is_dir))
+        for n in self._suffix_lengths:  # few distinct lengths (.log, .pyc, ~, ...)
+            if n > len(name):
+                break
+            best = max(best, _best(self.suffixes, name[-n:], is_dir))
+        for n in self._prefix_lengths:
+            if n > len(name):
+                break
+            best = max(best, _best(self.prefixes, name[:n], is_dir))
+        text = sub + "/"
+        for c in range(len(self._chunks) - 1, -1, -1):
+            part = self._wild[c * _CHUNK:(c + 1) * _CHUNK]
+            if part[-1][0] <= best:
+                break
+            regex = self._chunks[c][0 if is_dir else 1]
+            if regex is None or regex.fullmatch(text) is None:
+                continue
+            for index, source, dir_only in reversed(part):
+                if index <= best:
+                    break
+                if dir_only and not is_dir:
+                    continue
+                one = self._one.get(index, False)
+                if one is False:
+                    one = self._one[index] = _combined([source])
+                if one is not None and one.fullmatch(text) is not None:
+                    best = index
+                    break
+            break  # a later chunk matched: earlier ones cannot beat it
+        return best
+
+    def verdict(self, sub: str, is_dir: bool) -> bool | None:
+        """True: ignored; False: re-included by ``!``; None: no rule matches."""
+        index = self.last_match(sub, is_dir)
+        return None if index < 0 else not self.negate[index]
+
+
+def _combined(sources: list[str]) -> re2._Regexp | None:
+    if not sources:
+        return None
+    try:
+        return re2.compile("|".join(sources), _options())
+    except (re2.error, UnicodeError):
+        # A chunk RE2 refuses: its rules one by one (an unparsable rule is ignored).
+        if len(sources) == 1:
+            return None
+        good = [s for s in sources if _combined([s]) is not None]
+        return _combined(good) if good and len(good) < len(sources) else None
+
+
+def parse_gitignore(text: str) -> IgnoreRules:
     """The rules of one ``.gitignore`` file (blank lines and ``#`` comments skipped)."""
-    rules: list[_Rule] = []
+    lines: list[_Line] = []
     # Lines end at "\n" only, as git and ripgrep read them (str.splitlines would also
     # break at a lone "\r", "\f", "\x85", ...); CRs before it go, as ripgrep drops them.
     for raw in text.split("\n"):
@@ -439,13 +602,10 @@ def parse_gitignore(text: str) -> list[_Rule]:
             stripped += " "
         if not stripped or len(stripped) > MAX_PATTERN_CHARS:
             continue
-        try:
-            rule = _rule(stripped, "gitignore")
-        except Exception:  # an unparsable line is ignored, as git does
-            continue
-        if rule is not None:
-            rules.append(rule)
-    return rules
+        parsed = _parse_line(stripped, "gitignore")
+        if parsed is not None:
+            lines.append(parsed)
+    return IgnoreRules(lines)
 
 
 @dataclass
@@ -460,30 +620,45 @@ class TreeFilter:
 
     base: str = ""
     override: OverrideGlob | None = None
-    gitignore: dict[str, list[_Rule]] = field(default_factory=dict)
+    gitignore: dict[str, IgnoreRules] = field(default_factory=dict)
     """Rules by the root-relative directory of their ``.gitignore`` (``""``: the root)."""
     hidden: bool = True
     _dirs: dict[str, bool] = field(default_factory=dict)
+    _order: list[str] = field(default_factory=list)
 
     def add_gitignore(self, directory: str, text: str) -> None:
         self.gitignore[directory] = parse_gitignore(text)
+        self._order = sorted(self.gitignore, key=lambda d: (d.count("/") if d else -1, d))
         self._dirs.clear()
+
+    @property
+    def dropped_rules(self) -> int:
+        """``.gitignore`` wildcard rules not applied (over ``MAX_IGNORE_PATTERNS``)."""
+        return sum(r.dropped for r in self.gitignore.values())
+
+    def _applicable(self, rel: str) -> list[str]:
+        """The directories holding a ``.gitignore`` that applies to ``rel``, shallow
+        first (a deeper one takes precedence): by the shorter of the list of
+        ``.gitignore`` directories and the list of ``rel``'s ancestors."""
+        if len(self._order) <= rel.count("/") + 1:
+            return [d for d in self._order if not d or rel.startswith(d + "/")]
+        out = [""] if "" in self.gitignore else []
+        pos = rel.find("/")
+        while pos >= 0:
+            if rel[:pos] in self.gitignore:
+                out.append(rel[:pos])
+            pos = rel.find("/", pos + 1)
+        return out
 
     def _ignored(self, rel: str, is_dir: bool) -> bool | None:
         """The last matching ``.gitignore`` rule's verdict (True: ignored, False:
         re-included by ``!``), or None."""
         verdict: bool | None = None
-        parts = rel.split("/")
-        # Shallow files first: a deeper .gitignore takes precedence.
-        for depth in range(len(parts)):
-            directory = "/".join(parts[:depth])
-            rules = self.gitignore.get(directory)
-            if not rules:
-                continue
-            sub = parts[depth:]
-            for rule in rules:
-                if rule.matches(sub, is_dir):
-                    verdict = not rule.negate
+        for directory in self._applicable(rel):
+            sub = rel[len(directory) + 1:] if directory else rel
+            found = self.gitignore[directory].verdict(sub, is_dir)
+            if found is not None:
+                verdict = found
         return verdict
 
     def _visits(self, rel: str, is_dir: bool) -> bool:
@@ -498,15 +673,22 @@ class TreeFilter:
         return not (self.hidden and ignored is None and name.startswith("."))
 
     def dir_visited(self, rel: str) -> bool:
-        """Whether the walk enters the directory ``rel`` (and every one above it)."""
-        if not rel or rel == self.base or not rel.startswith(self._base_slash):
-            return True
-        cached = self._dirs.get(rel)
-        if cached is None:
-            parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
-            cached = self.dir_visited(parent) and self._visits(rel, True)
-            self._dirs[rel] = cached
-        return cached
+        """Whether the walk enters the directory ``rel`` (and every one above it).
+        Iterative: a tree thousands of directories deep is walked as any other."""
+        pending: list[str] = []
+        verdict = True
+        cur = rel
+        while cur and cur != self.base and cur.startswith(self._base_slash):
+            cached = self._dirs.get(cur)
+            if cached is not None:
+                verdict = cached
+                break
+            pending.append(cur)
+            cur = cur.rsplit("/", 1)[0] if "/" in cur else ""
+        for d in reversed(pending):
+            verdict = verdict and self._visits(d, True)
+            self._dirs[d] = verdict
+        return verdict
 
     @property
     def _base_slash(self) -> str:
@@ -525,12 +707,18 @@ class TreeFilter:
 
 @dataclass(frozen=True)
 class LineRegex:
-    """A ``grep`` pattern compiled with RE2 over UTF-8 bytes (no backtracking)."""
+    """A ``grep`` pattern compiled with RE2 over UTF-8 bytes (no backtracking).
+
+    Compiled with RE2's ``never_nl``: no match contains a ``\\n`` (``\\s``, ``[^y]``,
+    ``\\D``, ``(?s).`` lose it and a literal ``\\n`` never matches), as ripgrep strips the
+    line terminator from its patterns. A match in the whole text is then a match inside
+    one line, so one left-to-right pass finds every matching line."""
 
     regex: re2._Regexp
     whole_text: bool
     """Candidates may be found over the whole text at once (the pattern has no
-    construct whose meaning differs between a line and a text)."""
+    construct whose meaning differs between a line and a text: ``\\A``, ``\\z``,
+    ``(?-m)``)."""
     match_start: Callable[[bytes, int, int], int] = field(init=False, compare=False,
                                                          repr=False)
     """``match_start(data, pos, endpos)``: see :func:`_match_start`."""
@@ -540,7 +728,9 @@ class LineRegex:
 
     def matching_lines(self, data: bytes) -> list[int]:
         """0-based numbers of the lines of ``data`` (``\\n``-separated, ``\\r\\n``
-        already normalised) that hold a match. O(len(data)) regex work."""
+        already normalised) that hold a match. O(len(data)): each byte is scanned by
+        one search (a match never spans a line end, so the search after a matching
+        line starts past it), or each line is searched once on its own."""
         out: list[int] = []
         end = len(data)
         found = self.match_start
@@ -554,15 +744,13 @@ class LineRegex:
             start = found(data, pos, end)
             if start < 0:
                 break
+            if start == end and (end == 0 or data[end - 1:end] == b"\n"):
+                break  # the empty "line" after a final newline is not a line
             line_no += data.count(b"\n", pos, start)
-            ls = data.rfind(b"\n", 0, start) + 1
+            out.append(line_no)
             le = data.find(b"\n", start)
             if le < 0:
-                le = end
-            if ls == end and (end == 0 or data[end - 1:end] == b"\n"):
-                break  # the empty "line" after a final newline is not a line
-            if found(data, ls, le) >= 0:  # the match was not across a line end
-                out.append(line_no)
+                break
             pos = le + 1
             line_no += 1
         return out
@@ -620,6 +808,7 @@ def compile_regex(pattern: str, *, ignore_case: bool = False) -> LineRegex:
                        f"the pattern is over {MAX_PATTERN_CHARS} characters")
     opts = _options()
     opts.case_sensitive = not ignore_case
+    opts.never_nl = True
     try:
         regex = re2.compile(("(?m)" + pattern).encode("utf-8", "surrogateescape"), opts)
     except re2.error as exc:
@@ -629,5 +818,14 @@ def compile_regex(pattern: str, *, ignore_case: bool = False) -> LineRegex:
         reason = str(reason).replace("(?m)", "", 1)  # our line-mode prefix, not theirs
         raise fs_error("invalid_arguments",
                        f"invalid regular expression (RE2 syntax): {reason}") from None
-    whole = not any(s in pattern for s in ("\\A", "\\z", "(?"))
-    return LineRegex(regex, whole)
+    return LineRegex(regex, _whole_text(pattern))
+
+
+_UNSET_MULTILINE = re2.compile(r"\(\?[a-zA-Z]*-[a-zA-Z]*m")
+
+
+def _whole_text(pattern: str) -> bool:
+    """Whether ``pattern`` finds the same lines in a whole text as in each line alone
+    (conservative: a literal ``\\\\A`` also answers False, which is only slower)."""
+    return "\\A" not in pattern and "\\z" not in pattern \
+        and _UNSET_MULTILINE.search(pattern) is None

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from typing import Any
 
+from toolfs.discovery import MAX_IGNORE_PATTERNS
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable, escape_undecodable_data
 from toolfs.results import (
@@ -82,7 +83,12 @@ def check_output_budget(max_chars: object) -> int:
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
+    """``1 file``, ``2 files``; ``entry`` -> ``entries`` (a consonant and ``y``)."""
+    if n == 1:
+        return f"{n} {word}"
+    if word.endswith("y") and word[-2:-1] not in ("a", "e", "i", "o", "u", ""):
+        return f"{n} {word[:-1]}ies"
+    return f"{n} {word}s"
 
 
 def _clip(text: str, limit: int) -> str:
@@ -478,6 +484,9 @@ def _grep_view(r: GrepResult, max_chars: int) -> tuple[str, int]:
         total = sum(r.skipped.values())
         why = ", ".join(f"{n} {_SKIP_WORDS.get(k, k)}" for k, n in r.skipped.items())
         footer.append(f"Skipped {_plural(total, 'file')}: {why}.")
+    if r.ignore_rules_not_applied:
+        footer.append(f"{_plural(r.ignore_rules_not_applied, '.gitignore wildcard rule')} "
+                      f"over the limit of {MAX_IGNORE_PATTERNS} per file not applied.")
     if not rows:
         head = f"No matches found in {_plural(r.files_searched, 'file')} searched."
         return "\n".join([head, *(f"({n})" for n in footer)]), 0

@@ -138,6 +138,10 @@ class GrepResult(_Result):
     """Files left out, by reason: ``too_large`` (over the size cap, never fetched),
     ``not_text`` (NUL bytes or invalid UTF-8), ``unreadable`` (vanished or failed while
     being read). Hidden, ignored and denied files are not searched and not counted."""
+    ignore_rules_not_applied: int = 0
+    """``.gitignore`` wildcard rules beyond the limit of one file
+    (:data:`toolfs.discovery.MAX_IGNORE_PATTERNS`), not applied: files only they would
+    ignore were searched."""
 
 
 class ListEntry(_Result):

@@ -97,6 +97,7 @@ class _Search:
         self.truncated = False
         self.searched = 0
         self.skipped: dict[str, int] = {}
+        self.rules_not_applied = 0
 
     def skip(self, why: str) -> None:
         self.skipped[why] = self.skipped.get(why, 0) + 1
@@ -167,7 +168,8 @@ class _Search:
         return GrepResult(
             mode=self.mode, files=self.files, matches=self.matches,
             counts=self.counts if self.mode == "count" else {}, truncated=self.truncated,
-            files_searched=self.searched, skipped=dict(sorted(self.skipped.items())))
+            files_searched=self.searched, skipped=dict(sorted(self.skipped.items())),
+            ignore_rules_not_applied=self.rules_not_applied)
 
 
 def _filter(fs: PolicyFileSystem, base: str, override: OverrideGlob | None,
@@ -226,6 +228,7 @@ def grep(fs: PolicyFileSystem, args: GrepArgs) -> GrepResult:
     parts = top.split("/") if top else []
     prefix_dirs = ["/".join(parts[:i]) for i in range(len(parts) + 1)]
     tree = _filter(fs, base, override, listed, prefix_dirs)
+    search.rules_not_applied = tree.dropped_rules
     candidates: list[Found] = []
     for f in sorted(listed, key=lambda f: f.path):
         if not tree.file_visited(f.path):
