@@ -135,3 +135,51 @@ def test_an_unconditional_write_keeps_a_chmod_made_during_it(
         ws.write("run.sh", "echo bye\n")
     assert caught.value.code == "denied"
     assert (tmp_path / "run.sh").read_text() == "echo hello\n"
+
+
+def _deep_tree(base: Path, depth: int) -> str:
+    """``a/a/.../a`` ``depth`` levels below ``base`` (made one level at a time: its full
+    path is longer than PATH_MAX), with ``f.txt`` at the bottom; its relative path."""
+    here = os.getcwd()
+    try:
+        os.chdir(base)
+        for _ in range(depth):
+            os.mkdir("a")
+            os.chdir("a")
+        with open("f.txt", "w") as f:
+            f.write("hello\n")
+    finally:
+        os.chdir(here)
+    return "/".join(["a"] * depth)
+
+
+def _remove_deep_tree(base: Path, depth: int) -> None:
+    """Remove what :func:`_deep_tree` made, bottom up (``shutil.rmtree``, pytest's too,
+    recurses once per level and fails this deep)."""
+    here = os.getcwd()
+    try:
+        os.chdir(base / "a")
+        for _ in range(depth - 1):
+            os.chdir("a")
+        for _ in range(depth):
+            for name in os.listdir("."):
+                os.unlink(name) if not os.path.isdir(name) else os.rmdir(name)
+            os.chdir("..")
+        os.rmdir("a")
+    finally:
+        os.chdir(here)
+
+
+def test_files_below_a_path_longer_than_path_max_are_listed(tmp_path: Path) -> None:
+    depth = 2100  # ~4,200 characters: past PATH_MAX (4,096)
+    deep = _deep_tree(tmp_path, depth)
+    try:
+        ws = toolfs.Workspace(str(tmp_path))
+        assert ws.read(f"{deep}/f.txt").lines == ["hello"]
+        ws.write(f"{deep}/g.txt", "hello too\n")
+        assert sorted(p.rsplit("/", 1)[-1] for p in ws.glob("**/*.txt").paths) == [
+            "f.txt", "g.txt"]
+        assert len(ws.grep("hello").files) == 2
+        assert [e.name for e in ws.ls(deep).entries] == ["f.txt", "g.txt"]
+    finally:
+        _remove_deep_tree(tmp_path, depth)

@@ -294,14 +294,16 @@ class LocalStore(Store):
             raise fs_error("outside_root", f"{path} is outside {self.root}", path=path)
         return path
 
-    def _linked(self, entry: os.DirEntry[str]) -> tuple[os.stat_result, str] | None:
-        """The target's stat and real path for a symlink that resolves inside the root;
-        ``None`` for a dangling, looping or outside-pointing link."""
+    def _linked(self, entry: os.DirEntry[str],
+                path: str) -> tuple[os.stat_result, str] | None:
+        """The target's stat and real path for a symlink (``entry``, at ``path``) that
+        resolves inside the root; ``None`` for a dangling, looping or outside-pointing
+        link, and for one whose path or target is too long to resolve."""
         try:
             st = entry.stat()  # follows the link
+            real = os.path.realpath(path, strict=True)
         except OSError:
             return None
-        real = os.path.realpath(entry.path)
         return (st, real) if self._inside(real) else None
 
     def list_files(self, prefix: str, *, sizes: bool = True) -> Iterator[Entry]:
@@ -317,57 +319,77 @@ class LocalStore(Store):
         while stack:
             top = stack.pop()
             try:
-                it = os.scandir(top)
+                scan = self._scan(top)
             except OSError as exc:
                 if top == start and exc.errno not in (errno.ENOENT, errno.ENOTDIR):
                     raise _translate(exc, top) from exc
                 continue  # gone meanwhile, or unreadable below the start: skipped
-            with it:
-                for entry in it:
+            with scan as entries:
+                for path, entry in entries:
                     if is_temp_name(entry.name):
                         continue  # a crashed write's leftover, not a file of the tree
                     target: str | None = None
                     try:
                         if entry.is_symlink():
-                            linked = self._linked(entry)
+                            linked = self._linked(entry, path)
                             if linked is None or not _is_regular(linked[0]):
                                 continue
                             st, target = linked
                         elif entry.is_dir(follow_symlinks=False):
-                            stack.append(entry.path)
+                            stack.append(path)
                             continue
                         elif entry.is_file(follow_symlinks=False):  # no stat: d_type
                             if not sizes:
-                                yield Entry(path=entry.path, kind="file", size=None,
-                                            mtime=None)
+                                yield Entry(path=path, kind="file", size=None, mtime=None)
                                 continue
                             st = entry.stat(follow_symlinks=False)
                         else:
                             continue  # FIFO, socket, device
                     except OSError:
                         continue  # removed between the listing and the stat
-                    yield Entry(path=entry.path, kind="file", size=st.st_size,
+                    yield Entry(path=path, kind="file", size=st.st_size,
                                 mtime=st.st_mtime, target=target)
+
+    def _scan(self, top: str) -> contextlib.AbstractContextManager[
+            Iterator[tuple[str, os.DirEntry[str]]]]:
+        """The entries of the directory ``top`` with their full paths, to use in a
+        ``with``: ``os.scandir`` of the path, or, for a path longer than the system
+        takes (``ENAMETOOLONG`` past PATH_MAX), of a descriptor opened one directory at
+        a time from the root, never through a symlink (as writes walk). Opening errors
+        are raised here, as ``os.scandir`` raises them."""
+        try:
+            return _paths_of(os.scandir(top))
+        except OSError as exc:
+            if exc.errno != errno.ENAMETOOLONG:
+                raise
+        dfd, name = self._walk(top)
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
+        finally:
+            os.close(dfd)
+        return _paths_under(fd, top)
 
     def list_dir(self, path: str) -> Iterator[Entry]:
         """One ``os.scandir``: directories (a symlinked one only if it resolves inside
         the root) and regular files; other kinds and outside links are skipped."""
         start = self._listable(path)
         try:
-            it = os.scandir(start)
+            scan = self._scan(start)
         except OSError as exc:
             if exc.errno == errno.ENOTDIR:
                 raise fs_error("not_a_file", f"{path} is a file, not a directory",
                                path=path) from exc
+            if isinstance(exc, FsError):
+                raise
             raise _translate(exc, path) from exc
-        with it:
-            for entry in it:
+        with scan as entries:
+            for full, entry in entries:
                 if is_temp_name(entry.name):
                     continue
                 target: str | None = None
                 try:
                     if entry.is_symlink():
-                        linked = self._linked(entry)
+                        linked = self._linked(entry, full)
                         if linked is None:
                             continue
                         st, target = linked
@@ -376,9 +398,9 @@ class LocalStore(Store):
                 except OSError:
                     continue
                 if stat.S_ISDIR(st.st_mode):
-                    yield Entry(path=entry.path, kind="dir", mtime=st.st_mtime, target=target)
+                    yield Entry(path=full, kind="dir", mtime=st.st_mtime, target=target)
                 elif _is_regular(st):
-                    yield Entry(path=entry.path, kind="file", size=st.st_size,
+                    yield Entry(path=full, kind="file", size=st.st_size,
                                 mtime=st.st_mtime, target=target)
 
     # -- removing empty directories ------------------------------------------------
@@ -720,6 +742,24 @@ class LocalStore(Store):
                 raise _translate(exc, path) from exc
             finally:
                 fcntl.flock(dfd, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _paths_of(it: Iterator[os.DirEntry[str]]) -> Iterator[Iterator[tuple[str, os.DirEntry[str]]]]:
+    """An ``os.scandir`` of a path, its entries paired with their paths."""
+    with it as entries:  # type: ignore[attr-defined]
+        yield ((entry.path, entry) for entry in entries)
+
+
+@contextlib.contextmanager
+def _paths_under(fd: int, top: str) -> Iterator[Iterator[tuple[str, os.DirEntry[str]]]]:
+    """An ``os.scandir`` of the directory fd ``fd`` (closed after), whose path is
+    ``top``: its entries paired with ``top/name``."""
+    try:
+        with os.scandir(fd) as entries:
+            yield ((f"{top}/{entry.name}", entry) for entry in entries)
+    finally:
+        os.close(fd)
 
 
 def _stat_version(st: os.stat_result) -> FileVersion:
