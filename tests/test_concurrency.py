@@ -460,6 +460,33 @@ def test_a_read_crossed_by_a_write_every_time_gives_up_as_stale(backend: Backend
     assert edit.error is not None and edit.error.code == "not_observed", edit.text
 
 
+def test_a_read_whose_second_request_fails_says_so(backend: Backend) -> None:
+    """Only ``stale`` starts a read over: a second request that fails otherwise
+    (``backend_error``) is answered as it is, at once, not as a file "that kept changing"
+    after three tries."""
+    backend.put("f.txt", BODY)
+    ws = backend.workspace(first_block=FIRST_BLOCK, size_cap=4096)
+    store = ws.fs.store
+    real = store.get
+    asked: list[str] = []
+
+    def get(path: str, **kw: Any) -> Any:
+        first = kw.get("start", 0) == 0 and kw.get("if_version") is None
+        asked.append("head" if first else "rest")
+        if not first:
+            raise toolfs.errors.fs_error("backend_error", f"{path}: connection reset")
+        blob = real(path, **kw)
+        length = kw.get("length")
+        if length is not None and len(blob.data) > length:
+            blob = Blob(data=blob.data[:length], version=blob.version, size=blob.size)
+        return blob
+
+    store.get = get  # type: ignore[method-assign]
+    out = ws.execute("read", {"file_path": "f.txt"})
+    assert out.error is not None and out.error.code == "backend_error", out.text
+    assert asked == ["head", "rest"]
+
+
 def test_a_small_read_is_still_one_request(backend: Backend) -> None:
     """A file within the first block: one request, nothing pinned (the fast path)."""
     backend.put("f.txt", BODY)

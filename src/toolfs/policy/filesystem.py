@@ -420,6 +420,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
                 rest = self._get(target, start=len(data), if_version=head.version,
                                  restartable=True)
             except FsError as err:
+                if err.code != "stale":
+                    raise
                 # Another writer committed between the two requests. This reader had
                 # not read the file: nothing of it is stale, so read it afresh.
                 if attempt < READ_ATTEMPTS:
