@@ -4,6 +4,8 @@ the second half of a move through a model-facing tool."""
 
 from __future__ import annotations
 
+import pytest
+
 import toolfs
 from toolfs.render import ToolOutput
 
@@ -41,3 +43,15 @@ def delete_or_move(ws: toolfs.Workspace, how: str, src: str, dest: str) -> ToolO
 def moved_bytes(how: str) -> bytes:
     """What the destination holds after :func:`delete_or_move` of ``MOVED_OLD``."""
     return MOVED_NEW if how == "apply_patch-move" else MOVED_OLD
+
+
+def failure_code(ws: toolfs.Workspace, how: str, src: str, dest: str) -> str:
+    """The error code of a delete or move that must fail: ``rm_file`` raises it, the
+    adapters' tools answer it."""
+    if how == "rm_file":
+        with pytest.raises(toolfs.FsError) as caught:
+            delete_or_move(ws, how, src, dest)
+        return caught.value.code
+    out = delete_or_move(ws, how, src, dest)
+    assert out is not None and out.error is not None, out and out.text
+    return out.error.code

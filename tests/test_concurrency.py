@@ -391,10 +391,12 @@ FIRST_BLOCK = 16
 BODY = b"".join(b"line %02d of a file longer than the first block\n" % i for i in range(8))
 
 
-def _writes_between_gets(ws: Any, other: toolfs.Workspace, times: int) -> list[str]:
-    """Make ``ws``'s store run ``other``'s edit right after each of its first ``times``
-    first-block reads (``start=0``, no pin): the file changes between a read's requests.
-    Returns what the store was asked, in order ("head" or "rest").
+def _split_reads(ws: Any, after_head: Callable[[int], None] | None = None,
+                 rest_error: toolfs.FsError | None = None) -> list[str]:
+    """Make every whole-file read of ``ws``'s store take two requests, and return what
+    the store was asked, in order ("head": the first block, ``start=0`` and no pin;
+    "rest": the remainder pinned to its version). ``after_head(n)`` runs after the
+    ``n``-th head; ``rest_error`` is raised instead of answering a rest.
 
     A store that reads the whole file anyway (memory, local: to digest it) returns it
     all from the first request; the first block is cut to ``length`` here, as a remote
@@ -406,18 +408,29 @@ def _writes_between_gets(ws: Any, other: toolfs.Workspace, times: int) -> list[s
     def get(path: str, **kw: Any) -> Any:
         first = kw.get("start", 0) == 0 and kw.get("if_version") is None
         asked.append("head" if first else "rest")
+        if not first and rest_error is not None:
+            raise rest_error
         blob = real(path, **kw)
         length = kw.get("length")
         if first and length is not None and len(blob.data) > length:
             blob = Blob(data=blob.data[:length], version=blob.version, size=blob.size)
-        if first and asked.count("head") <= times:
-            n = asked.count("head")
-            other.read("f.txt", limit=1)  # its latest observation, whoever wrote last
-            other.edit("f.txt", f"line 0{n - 1}", f"LINE 0{n - 1}")
+        if first and after_head is not None:
+            after_head(asked.count("head"))
         return blob
 
     store.get = get
     return asked
+
+
+def _writes_between_gets(ws: Any, other: toolfs.Workspace, times: int) -> list[str]:
+    """:func:`_split_reads` with ``other``'s edit right after each of the first ``times``
+    heads: the file changes between a read's requests."""
+    def edit(n: int) -> None:
+        if n <= times:
+            other.read("f.txt", limit=1)  # its latest observation, whoever wrote last
+            other.edit("f.txt", f"line 0{n - 1}", f"LINE 0{n - 1}")
+
+    return _split_reads(ws, after_head=edit)
 
 
 def test_a_read_crossed_by_a_write_reads_the_file_again(backend: Backend) -> None:
@@ -466,22 +479,8 @@ def test_a_read_whose_second_request_fails_says_so(backend: Backend) -> None:
     after three tries."""
     backend.put("f.txt", BODY)
     ws = backend.workspace(first_block=FIRST_BLOCK, size_cap=4096)
-    store = ws.fs.store
-    real = store.get
-    asked: list[str] = []
-
-    def get(path: str, **kw: Any) -> Any:
-        first = kw.get("start", 0) == 0 and kw.get("if_version") is None
-        asked.append("head" if first else "rest")
-        if not first:
-            raise toolfs.errors.fs_error("backend_error", f"{path}: connection reset")
-        blob = real(path, **kw)
-        length = kw.get("length")
-        if length is not None and len(blob.data) > length:
-            blob = Blob(data=blob.data[:length], version=blob.version, size=blob.size)
-        return blob
-
-    store.get = get  # type: ignore[method-assign]
+    asked = _split_reads(ws, rest_error=toolfs.errors.fs_error(
+        "backend_error", "f.txt: connection reset"))
     out = ws.execute("read", {"file_path": "f.txt"})
     assert out.error is not None and out.error.code == "backend_error", out.text
     assert asked == ["head", "rest"]

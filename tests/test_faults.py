@@ -28,7 +28,14 @@ import pytest
 
 import toolfs
 from tests.backends import GCSBackend, S3Backend
-from tests.lost_deletes import DELETE_LOST, MOVES, delete_or_move, gone_from_ledger, moved_bytes
+from tests.lost_deletes import (
+    DELETE_LOST,
+    MOVES,
+    delete_or_move,
+    failure_code,
+    gone_from_ledger,
+    moved_bytes,
+)
 from toolfs.render import ToolOutput
 from toolfs.testing.emulators import GCSEmulator, S3Emulator
 from toolfs.testing.faults import FAULTS, Fault, FaultProxy, Rule, fast_failing_s3fs_options
@@ -306,14 +313,7 @@ def test_lost_delete_response_unverifiable_is_backend_error(
     # Only the HEADs after the faulted DELETE (the one before it must pass).
     proxy.plan("500_before_forward", method="HEAD", times=None,
                match=lambda r: any(i.method == "DELETE" for i in proxy.injections))
-    if how == "rm_file":
-        with pytest.raises(toolfs.FsError) as caught:
-            delete_or_move(ws, how, "a.txt", "b.txt")
-        code = caught.value.code
-    else:
-        out = delete_or_move(ws, how, "a.txt", "b.txt")
-        assert out is not None and out.error is not None, out and out.text
-        code = out.error.code
+    code = failure_code(ws, how, "a.txt", "b.txt")
     assert proxy.wait_idle()
     assert code == "backend_error"
     assert proxy.injected()["500_before_forward"] >= 1
@@ -410,14 +410,7 @@ def test_gcs_lost_delete_response_unverifiable_is_backend_error(
     gcs_proxy.plan("reset_after_forward", method="DELETE")
     gcs_proxy.plan("500_before_forward", method="GET", times=None,
                    match=lambda r: any(i.method == "DELETE" for i in gcs_proxy.injections))
-    if how == "rm_file":
-        with pytest.raises(toolfs.FsError) as caught:
-            delete_or_move(ws, how, "a.txt", "b.txt")
-        code = caught.value.code
-    else:
-        out = delete_or_move(ws, how, "a.txt", "b.txt")
-        assert out is not None and out.error is not None, out and out.text
-        code = out.error.code
+    code = failure_code(ws, how, "a.txt", "b.txt")
     assert gcs_proxy.wait_idle()
     assert code == "backend_error"
     assert gcs_proxy.injected()["500_before_forward"] >= 1
