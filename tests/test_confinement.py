@@ -300,3 +300,17 @@ def test_a_dirfilesystem_over_a_known_backend_gets_its_store(tmp_path: pathlib.P
                       MemoryStore)
     opaque = toolfs.Workspace(OpaqueDirFileSystem(path="/dirfs-test", fs=mem))
     assert type(opaque.fs.store).__name__ == "GenericStore"
+
+
+@pytest.mark.parametrize("sub", ["sub", "/sub", "./sub", "sub/", "/./sub/"])
+def test_a_dirfilesystem_root_is_read_as_the_wrapper_reads_it(tmp_path: pathlib.Path,
+                                                              sub: str) -> None:
+    from fsspec.implementations.dirfs import DirFileSystem
+    from fsspec.implementations.local import LocalFileSystem
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.txt").write_text("a\n")
+    ws = toolfs.Workspace(DirFileSystem(path=str(tmp_path), fs=LocalFileSystem()), root=sub)
+    assert [e.name for e in ws.ls().entries] == ["a.txt"]
+    assert ws.glob("*.txt").paths == ["a.txt"]
+    assert ws.read("a.txt").lines == ["a"]

@@ -774,3 +774,35 @@ def test_grep_walks_a_tree_thousands_of_directories_deep(tmp_path: pathlib.Path)
     tree.add_gitignore("a", "b/\n")
     rel = "/".join(["a"] * 5000)
     assert tree.file_visited(rel + "/x.txt") and not tree.file_visited(rel + "/b/x.txt")
+
+
+def test_brace_matching_is_one_pass_per_pattern(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Braces are matched in one pass over the pattern: a pattern of unmatched ``{`` and
+    unclosed ``[`` (4,096 characters, the limit) costs one class lookup per ``[``, where
+    each ``{`` used to rescan the rest of the pattern and each ``[`` in it to its end
+    (about 200 s of CPU for 1,000 ``{`` and 3,096 ``[``)."""
+    from toolfs import discovery
+
+    calls = [0]
+    real = discovery._class_end
+
+    def counted(seg: str, i: int) -> int:
+        calls[0] += 1
+        return real(seg, i)
+
+    monkeypatch.setattr(discovery, "_class_end", counted)
+    pattern = "{" * 1000 + "[" * 3096
+    assert discovery.expand_braces(pattern) == [pattern]
+    assert calls[0] <= 3096
+    assert discovery.expand_braces("a{b,[}]c}d") == ["abd", "a[}]cd"]
+
+
+@pytest.mark.parametrize("pattern", [r"a\Cb", r"\Cb", r"a\C*b", r"x\\\Cy"])
+def test_grep_refuses_the_any_byte_escape(pattern: str) -> None:
+    # \C matches any byte, a newline too, whatever never_nl says: a match could span
+    # lines ("a\nb" matched as line 1). ripgrep refuses it; so does toolfs.
+    ws = toolfs.Workspace("memory://anybyte-" + str(abs(hash(pattern))))
+    ws.write("t.txt", "a\nb\n")
+    out = ws.execute("grep", {"pattern": pattern, "output_mode": "content"})
+    assert out.error is not None and out.error.code == "invalid_arguments", out.text
+    assert ws.execute("grep", {"pattern": r"a\\Cb"}).error is None  # an escaped backslash

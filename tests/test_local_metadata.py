@@ -92,7 +92,8 @@ def test_an_owner_change_during_the_write_is_kept(tmp_path: Path,
 
 
 @pytest.mark.parametrize("name", [".config.toolfs-tmp-notes", ".x.toolfs-tmp-0123456789ab",
-                                  "sub/.toolfs-tmp-y"])
+                                  "sub/.toolfs-tmp-y", ".a.toolfs-tmp-0123456789ab/f.txt",
+                                  "d/.notes.toolfs-tmp-x/g.txt"])
 def test_names_of_the_temp_file_form_are_refused(tmp_path: Path, name: str) -> None:
     ws = toolfs.Workspace(str(tmp_path))
     out = ws.execute("write", {"file_path": name, "content": "notes\n"})
@@ -183,3 +184,11 @@ def test_files_below_a_path_longer_than_path_max_are_listed(tmp_path: Path) -> N
         assert [e.name for e in ws.ls(deep).entries] == ["f.txt", "g.txt"]
     finally:
         _remove_deep_tree(tmp_path, depth)
+
+
+def test_a_directory_named_like_a_leftover_does_not_fail_the_write(tmp_path: Path) -> None:
+    # Made by someone else (toolfs refuses such names): not a file of ours to remove.
+    (tmp_path / f"{temp_prefix('a')}0123456789ab").mkdir()
+    ws = toolfs.Workspace(str(tmp_path))
+    assert ws.execute("write", {"file_path": "a", "content": "x\n"}).error is None
+    assert (tmp_path / "a").read_text() == "x\n"

@@ -95,3 +95,24 @@ def test_a_write_handle_whose_block_raises_commits_nothing(backend: Backend,
     with ws.fs.open("data.csv", mode) as f:
         f.write(first)
     assert backend.get("data.csv") == b"a,b\n"
+
+
+def test_a_move_whose_delete_is_vetoed_leaves_one_file(backend: Backend) -> None:
+    # A refusal known to have changed nothing (here a subscriber's veto of the source's
+    # delete) removes the copy, as a stale one does; only an unknown outcome keeps it.
+    backend.put("src.txt", b"alpha\n")
+    ws = backend.workspace()
+    ws.read("src.txt")
+
+    def veto_deletes_of_src(event: toolfs.FsEvent) -> None:
+        if event.type == "fs/write-intent" and event.operation == "delete" \
+                and event.path.endswith("src.txt"):
+            raise toolfs.Veto("sources stay")
+
+    ws.subscribe(veto_deletes_of_src)
+    with pytest.raises(toolfs.FsError) as caught:
+        ws.fs.mv("src.txt", "dst.txt")
+    assert caught.value.code == "denied"
+    assert "copy_kept" not in caught.value.details
+    assert backend.get("src.txt") == b"alpha\n"
+    assert not backend.exists("dst.txt")

@@ -45,11 +45,13 @@ def _options() -> re2.Options:
 # -- braces -------------------------------------------------------------------------
 
 
-def _closing(pattern: str, start: int, escapes: bool) -> int:
-    """Index of the ``}`` matching the ``{`` at ``start``, or -1."""
-    depth = 0
-    i = start
-    while i < len(pattern):
+def _brace_pairs(pattern: str, escapes: bool) -> dict[int, int]:
+    """Each ``{`` of ``pattern`` that has a matching ``}`` -> the index of that ``}``, in
+    one pass (a ``{`` or ``}`` inside a character class or escaped is a literal)."""
+    pairs: dict[int, int] = {}
+    open_at: list[int] = []
+    i, n = 0, len(pattern)
+    while i < n:
         c = pattern[i]
         if escapes and c == "\\":
             i += 2
@@ -60,13 +62,11 @@ def _closing(pattern: str, start: int, escapes: bool) -> int:
                 i = end + 1
                 continue
         if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i
+            open_at.append(i)
+        elif c == "}" and open_at:
+            pairs[open_at.pop()] = i
         i += 1
-    return -1
+    return pairs
 
 
 def _split_top(inner: str, escapes: bool) -> list[str]:
@@ -100,6 +100,7 @@ def expand_braces(pattern: str, *, escapes: bool = False,
     pending = [pattern]
     while pending:
         p = pending.pop()
+        pairs = _brace_pairs(p, escapes)
         i = 0
         found = False
         while i < len(p):
@@ -108,7 +109,7 @@ def expand_braces(pattern: str, *, escapes: bool = False,
                 i += 2
                 continue
             if c == "{":
-                end = _closing(p, i, escapes)
+                end = pairs.get(i, -1)
                 if end > 0:
                     head, tail = p[:i], p[end + 1:]
                     alts = _split_top(p[i + 1:end], escapes)
@@ -148,9 +149,7 @@ def _class_end(seg: str, i: int) -> int:
         j += 1
     if j < len(seg) and seg[j] == "]":
         j += 1
-    while j < len(seg) and seg[j] != "]":
-        j += 1
-    return j if j < len(seg) else -1
+    return seg.find("]", j)  # in C: a pattern of many unclosed `[` stays cheap
 
 
 def _cp(c: int) -> str:
@@ -806,6 +805,11 @@ def compile_regex(pattern: str, *, ignore_case: bool = False) -> LineRegex:
     if len(pattern) > MAX_PATTERN_CHARS:
         raise fs_error("invalid_arguments",
                        f"the pattern is over {MAX_PATTERN_CHARS} characters")
+    if _ANY_BYTE.search(pattern) is not None:
+        # RE2's never_nl does not hold for \C, which matches any byte, a newline too:
+        # a match could span lines. ripgrep refuses it as well.
+        raise fs_error("invalid_arguments",
+                       "invalid regular expression: \\C (any byte) is not supported")
     opts = _options()
     opts.case_sensitive = not ignore_case
     opts.never_nl = True
@@ -822,6 +826,8 @@ def compile_regex(pattern: str, *, ignore_case: bool = False) -> LineRegex:
 
 
 _UNSET_MULTILINE = re2.compile(r"\(\?[a-zA-Z]*-[a-zA-Z]*m")
+# A \C escape: a backslash preceded by an even number of backslashes (none escaped).
+_ANY_BYTE = re2.compile(r"(?:^|[^\\])(?:\\\\)*\\C")
 
 
 def _whole_text(pattern: str) -> bool:

@@ -8,6 +8,7 @@ one module with a :class:`~toolfs.backends.base.Store` subclass plus one line in
 from __future__ import annotations
 
 import importlib
+import posixpath
 from typing import Any
 
 from toolfs.backends.base import (
@@ -71,6 +72,9 @@ def unwrapped(fs: Any, root: str) -> tuple[Any, str]:
 
     while type(fs) is DirFileSystem and (
             type(fs.fs) is DirFileSystem or _adapter(fs.fs) is not None):
-        root = fs._join(root) if root else fs.path
+        # The wrapper's own reading of a path below it: "/sub", "./sub" and "sub/" are
+        # all its "sub" (joined as they are, "dir//sub" would list nothing).
+        rel = posixpath.normpath(root).strip("/") if root else ""
+        root = fs._join(rel) if rel not in ("", ".") else fs.path
         fs = fs.fs
     return fs, root

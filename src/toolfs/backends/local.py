@@ -614,13 +614,14 @@ class LocalStore(Store):
         return st
 
     def put(self, path: str, data: bytes, mode: PutMode) -> FileVersion:
-        dfd, name, at_unchecked_root = self._walk_to(path, create=True,
-                                                     defer_root_check=True)
-        if is_temp_name(name):
-            os.close(dfd)
+        if _TMP_MARK in path and any(is_temp_name(part) for part in path.split(os.sep)):
+            # A file or directory of that form would be hidden from listings, and one
+            # named like a leftover would be taken for one: refused before any is made.
             raise fs_error("invalid_arguments", f"{path}: names of the form "
                            f".NAME{_TMP_MARK}* are reserved for toolfs's temp files on "
                            "local disk", path=path)
+        dfd, name, at_unchecked_root = self._walk_to(path, create=True,
+                                                     defer_root_check=True)
         try:
             try:
                 fcntl.flock(dfd, fcntl.LOCK_EX)
@@ -855,7 +856,10 @@ def _remove_leftovers(dfd: int, name: str, entries: Iterable[str]) -> tuple[str,
     others = []
     for entry in entries:
         if _is_leftover(entry, prefix):
-            with contextlib.suppress(FileNotFoundError):
+            # Gone meanwhile, or not a file at all (a directory made by someone else):
+            # either way nothing of ours to remove, and no reason to fail the write.
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError,
+                                     PermissionError):
                 os.unlink(entry, dir_fd=dfd)
         elif is_temp_name(entry):
             others.append(entry)

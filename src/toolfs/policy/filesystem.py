@@ -658,7 +658,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         that version. If the delete is refused (``stale``: changed meanwhile, even by
         this context), the copy is removed again if it is still the copy, and the refusal
         raised: the file stays where it was, with every update. If the delete's outcome
-        is unknown, the copy is kept (``details["copy_kept"]``). Two paths that reach
+        is unknown (``backend_error``), the copy is kept (``details["copy_kept"]``);
+        after any other refusal (``denied`` too) it is removed. Two paths that reach
         the same file (another spelling, a symlink and its target) move nothing, as
         ``os.rename`` does."""
         if recursive:
@@ -680,9 +681,11 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             try:
                 src.delete()
             except FsError as err:
-                if err.code not in ("stale", "not_found"):
+                if err.code == "backend_error":
                     # The delete may have happened all the same (a timeout after the
-                    # store applied it): removing the copy could lose the file.
+                    # store applied it): removing the copy could lose the file. Any
+                    # other answer is a refusal (stale, denied, a veto) that changed
+                    # nothing, and the copy goes.
                     err.details["copy_kept"] = copy.path
                     raise
                 try:
