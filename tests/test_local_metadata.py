@@ -192,3 +192,26 @@ def test_a_directory_named_like_a_leftover_does_not_fail_the_write(tmp_path: Pat
     ws = toolfs.Workspace(str(tmp_path))
     assert ws.execute("write", {"file_path": "a", "content": "x\n"}).error is None
     assert (tmp_path / "a").read_text() == "x\n"
+
+
+@pytest.mark.parametrize("swap", ["symlink", "other directory"])
+def test_a_directory_swapped_while_queued_is_not_listed(tmp_path: Path, swap: str) -> None:
+    # A listing queues the directories it finds and lists them later: one replaced
+    # meanwhile (by a symlink to outside the root, or by another directory) is not
+    # listed, so no name from outside the root is ever shown as the root's.
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (root / "a.txt").write_text("a\n")
+    (root / "sub" / "b.txt").write_text("b\n")
+    (outside / "id_rsa").write_text("PRIVATE KEY\n")
+    ws = toolfs.Workspace(str(root))
+    listing = ws.fs.list_files()
+    assert next(listing).path == "a.txt"  # the root is listed; sub is queued
+    (root / "sub" / "b.txt").unlink()
+    (root / "sub").rmdir()
+    if swap == "symlink":
+        os.symlink(outside, root / "sub")
+    else:
+        os.rename(outside, root / "sub")
+    assert [f.path for f in listing] == []

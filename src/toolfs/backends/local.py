@@ -315,11 +315,12 @@ class LocalStore(Store):
         entry names its real path as ``target``: reads go there, since the store never
         follows a symlink itself."""
         start = self._listable(prefix)
-        stack = [start]
+        # Each directory with the identity it was listed with (the start: none known).
+        stack: list[tuple[str, tuple[int, int] | None]] = [(start, None)]
         while stack:
-            top = stack.pop()
+            top, identity = stack.pop()
             try:
-                scan = self._scan(top)
+                scan = self._scan(top, identity)
             except OSError as exc:
                 if top == start and exc.errno not in (errno.ENOENT, errno.ENOTDIR):
                     raise _translate(exc, top) from exc
@@ -336,7 +337,8 @@ class LocalStore(Store):
                                 continue
                             st, target = linked
                         elif entry.is_dir(follow_symlinks=False):
-                            stack.append(path)
+                            st = entry.stat(follow_symlinks=False)
+                            stack.append((path, (st.st_dev, st.st_ino)))
                             continue
                         elif entry.is_file(follow_symlinks=False):  # no stat: d_type
                             if not sizes:
@@ -350,23 +352,32 @@ class LocalStore(Store):
                     yield Entry(path=path, kind="file", size=st.st_size,
                                 mtime=st.st_mtime, target=target)
 
-    def _scan(self, top: str) -> contextlib.AbstractContextManager[
-            Iterator[tuple[str, os.DirEntry[str]]]]:
+    def _scan(self, top: str, identity: tuple[int, int] | None = None
+              ) -> contextlib.AbstractContextManager[Iterator[tuple[str, os.DirEntry[str]]]]:
         """The entries of the directory ``top`` with their full paths, to use in a
-        ``with``: ``os.scandir`` of the path, or, for a path longer than the system
-        takes (``ENAMETOOLONG`` past PATH_MAX), of a descriptor opened one directory at
-        a time from the root, never through a symlink (as writes walk). Opening errors
+        ``with``, listed through a descriptor: opened by path with ``O_NOFOLLOW`` or, for
+        a path longer than the system takes (``ENAMETOOLONG`` past PATH_MAX), one
+        directory at a time from the root, never through a symlink (as writes walk).
+        With ``identity`` (``(st_dev, st_ino)`` as the parent's listing saw it), a
+        directory that is no longer that one -- swapped meanwhile, for a symlink to
+        outside the root say -- is not listed (``FileNotFoundError``). Opening errors
         are raised here, as ``os.scandir`` raises them."""
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
         try:
-            return _paths_of(os.scandir(top))
+            fd = os.open(top, flags)
         except OSError as exc:
             if exc.errno != errno.ENAMETOOLONG:
                 raise
-        dfd, name = self._walk(top)
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
-        finally:
-            os.close(dfd)
+            dfd, name = self._walk(top)
+            try:
+                fd = os.open(name, flags, dir_fd=dfd)
+            finally:
+                os.close(dfd)
+        if identity is not None:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != identity:
+                os.close(fd)
+                raise FileNotFoundError(errno.ENOENT, "replaced while listed", top)
         return _paths_under(fd, top)
 
     def list_dir(self, path: str) -> Iterator[Entry]:
@@ -743,13 +754,6 @@ class LocalStore(Store):
                 raise _translate(exc, path) from exc
             finally:
                 fcntl.flock(dfd, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
-def _paths_of(it: Iterator[os.DirEntry[str]]) -> Iterator[Iterator[tuple[str, os.DirEntry[str]]]]:
-    """An ``os.scandir`` of a path, its entries paired with their paths."""
-    with it as entries:  # type: ignore[attr-defined]
-        yield ((entry.path, entry) for entry in entries)
 
 
 @contextlib.contextmanager
