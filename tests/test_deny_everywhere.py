@@ -53,3 +53,22 @@ def test_did_you_mean_never_names_a_denied_file(backend: Backend) -> None:
         out = ws.execute("read", {"file_path": "notes.mdd"})
         assert out.error is not None and "notes.md" in out.error.details.get(
             "did_you_mean", []), out.text
+
+
+def test_a_missing_path_is_not_found_by_its_own_name(backend: Backend) -> None:
+    # The wrapped filesystem's FileNotFoundError names the backend path (the root's
+    # absolute path, the bucket): never let through.
+    fs = _tree(backend).fs
+    for call in (fs.ls, fs.ukey, fs.info):
+        with pytest.raises(toolfs.FsError) as caught:
+            call("missing/x.txt")
+        assert caught.value.code == "not_found", call
+        assert caught.value.path == "missing/x.txt"
+        assert backend.root not in caught.value.message if backend.root else True
+
+
+def test_a_directory_named_with_a_slash_is_that_directory(backend: Backend) -> None:
+    fs = _tree(backend).fs
+    assert fs.exists("src/") and fs.isdir("src/") and not fs.isfile("src/")
+    assert [e.rsplit("/", 1)[-1] for e in fs.ls("src/", detail=False)] == ["app.py"]
+    assert fs.find("src/") == ["src/app.py"]

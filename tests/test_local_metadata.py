@@ -215,3 +215,18 @@ def test_a_directory_swapped_while_queued_is_not_listed(tmp_path: Path, swap: st
     else:
         os.rename(outside, root / "sub")
     assert [f.path for f in listing] == []
+
+
+def test_the_policy_filesystems_listings_leave_out_links_leading_out(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "ok.txt").write_text("ok\n")
+    (outside / "secret.txt").write_text("secret\n")
+    os.symlink(outside, root / "out")
+    os.symlink(outside / "secret.txt", root / "leak.txt")
+    fs = toolfs.Workspace(str(root)).fs
+    assert [e.rsplit("/", 1)[-1] for e in fs.ls("", detail=False)] == ["ok.txt"]
+    assert fs.find("") == ["ok.txt"]
+    assert [(r, sorted(d), sorted(f)) for r, d, f in fs.walk("")] == [(".", [], ["ok.txt"])]
+    assert fs.du("") == 3

@@ -116,3 +116,24 @@ def test_a_move_whose_delete_is_vetoed_leaves_one_file(backend: Backend) -> None
     assert "copy_kept" not in caught.value.details
     assert backend.get("src.txt") == b"alpha\n"
     assert not backend.exists("dst.txt")
+
+
+@pytest.mark.parametrize("how", ["xb", "create mode"])
+def test_an_exclusive_create_of_an_existing_file_says_it_exists(backend: Backend,
+                                                                how: str) -> None:
+    # Neither "read it first" nor "created by someone else since you saw it absent":
+    # no read makes an exclusive create of an existing file succeed.
+    backend.put("t.txt", b"there\n")
+    reader, stranger = backend.workspace(), backend.workspace()
+    reader.read("t.txt")
+    for ws in (reader, stranger):
+        with pytest.raises(toolfs.FsError) as caught:
+            if how == "xb":
+                with ws.fs.open("t.txt", "xb") as f:
+                    f.write(b"mine\n")
+            else:
+                ws.fs.pipe_file("t.txt", b"mine\n", mode="create")
+        assert caught.value.code == "stale"
+        assert "already exists" in caught.value.message
+        assert caught.value.advice.startswith("The file already exists")
+    assert backend.get("t.txt") == b"there\n"

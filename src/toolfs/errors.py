@@ -73,6 +73,8 @@ TOO_LARGE_RESULT_ADVICE = ("Make the change smaller, or put the content in sever
 # Where one code means different things for different operations.
 _ADVICE_BY_OPERATION: dict[tuple[str, Any], str] = {
     ("too_large", "write"): "Write less content: split it into several smaller files.",
+    ("stale", "create"): "The file already exists: choose another name, or read it and "
+                         "replace it with a write.",
     ("not_a_file", "ls"): "Give the path of a directory; use read for a file.",
     # apply_patch (V4A diffs): the model fixes a diff, not old_string.
     ("no_match", "apply_patch"): "Read the file again and copy the context and '-' lines "

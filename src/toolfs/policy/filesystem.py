@@ -40,7 +40,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, Literal, get_args
@@ -561,7 +561,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         what this context has observed; :meth:`PendingWrite.commit` stores on it."""
         target = self._writable(path, operation, via_store=True)
         put: PutMode = Create() if create_only else self._condition(target)
-        return PendingWrite(self, target, put, operation)
+        return PendingWrite(self, target, put, operation, exclusive=create_only)
 
     def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", *,
                   operation: Operation = "write", **kwargs: Any) -> Commit:
@@ -572,8 +572,11 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         pending = self.prepare_write(path, operation=operation, create_only=mode == "create")
         return pending.commit(bytes(value))
 
-    def _commit(self, target: Target, data: bytes, put: PutMode, op: Operation) -> Commit:
-        """Store ``data`` on condition ``put``; the one place every change goes through."""
+    def _commit(self, target: Target, data: bytes, put: PutMode, op: Operation, *,
+                exclusive: bool = False) -> Commit:
+        """Store ``data`` on condition ``put``; the one place every change goes through.
+        ``exclusive``: a create that never replaces a file (``xb``, ``mode="create"``),
+        whatever was observed."""
         # The checks of _check_writable and _check_cap, called only when they can refuse.
         if self.read_only or self.deny:
             self._check_writable(target, op)
@@ -599,7 +602,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
                     version = self.store.put(key, data, put)
                 except FsError as err:
                     if err.code == "stale":
-                        err = self._explain_stale(target, put, err)
+                        err = self._explain_stale(target, put, err, exclusive=exclusive)
                     raise self._fail(err, target, op) from err.__cause__
                 created = isinstance(put, Create)
             self.ledger.record(key, version, size=size, content=data)
@@ -615,7 +618,16 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
                 err = self._explain_stale(target, put, err)
             raise self._fail(err, target, op) from err.__cause__
 
-    def _explain_stale(self, target: Target, put: PutMode, err: FsError) -> FsError:
+    def _explain_stale(self, target: Target, put: PutMode, err: FsError, *,
+                       exclusive: bool = False) -> FsError:
+        if exclusive:
+            # No read makes an exclusive create of an existing file succeed: say that it
+            # exists, not "read it first" (still `stale`, the code adapters look for).
+            out = fs_error("stale", f"{target.display} already exists; an exclusive "
+                           "create never replaces a file", path=target.display,
+                           details={**err.details, "exists": True, "operation": "create"})
+            out.__cause__ = err.__cause__
+            return out
         obs = self.ledger.get(target.backend_path)
         if isinstance(put, Create) and obs is None and self.policy is not None:
             return fs_error(
@@ -842,8 +854,12 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
     # leaves out what a deny rule hides, as the discovery tools do.
 
     def _shown(self, backend_path: str, kind: str) -> bool:
-        """Whether a listed entry may be shown: not denied itself, and not a directory
-        whose every entry is denied (``secrets/**``)."""
+        """Whether a listed entry may be shown: not a symlink leading out of the root
+        (local disk), not denied itself, and not a directory whose every entry is denied
+        (``secrets/**``)."""
+        if self.jail.resolve_symlinks and not _inside(os.path.realpath(backend_path),
+                                                      self.jail.real_root):
+            return False
         if not self.deny:
             return True
         display = self.jail.display_of(backend_path)
@@ -851,16 +867,32 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             return False
         return kind != "directory" or not self._denied(f"{display}/\uffff")
 
+    def _named(self, path: str) -> Target:
+        """Confine a path these methods describe (a file or a directory; ``d/`` is
+        ``d``), refusing denied ones, checked for the client (see :meth:`_readable`)."""
+        if path.endswith("/") and path.strip("/"):
+            path = path.rstrip("/")
+        return self._readable(path, file=False)
+
+    def _described(self, target: Target, call: Callable[[str], Any]) -> Any:
+        """``call(target's backend path)``, a missing path ``not_found`` by its display
+        path (never the backend's own error, which names the backend path)."""
+        try:
+            return call(target.backend_path)
+        except FileNotFoundError as exc:
+            raise fs_error("not_found", f"{target.display} does not exist",
+                           path=target.display) from exc
+
     def ls(self, path: str = "", detail: bool = True, **kwargs: Any) -> list[Any]:
-        target = self.search_root(path)
-        entries = self.fs.ls(target.backend_path, detail=True, **kwargs)
+        target = self.search_root(path.rstrip("/") if path.strip("/") else path)
+        entries = self._described(target, lambda p: self.fs.ls(p, detail=True, **kwargs))
         out = [self._entry(e) for e in entries
                if self._shown(self.fs._strip_protocol(e["name"]), e.get("type", ""))]
         return out if detail else [e["name"] for e in out]
 
     def exists(self, path: str, **kwargs: Any) -> bool:
         try:
-            target = self._readable(path, file=False)
+            target = self._named(path)
         except FsError as err:
             if err.code in ("outside_root", "denied"):
                 raise
@@ -868,19 +900,19 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         return bool(self.fs.exists(target.backend_path))
 
     def isfile(self, path: str) -> bool:
-        return bool(self.fs.isfile(self._readable(path, file=False).backend_path))
+        return bool(self.fs.isfile(self._named(path).backend_path))
 
     def isdir(self, path: str) -> bool:
-        if path in ("", "."):
+        if path in ("", ".", "/"):
             return True
-        return bool(self.fs.isdir(self._readable(path, file=False).backend_path))
+        return bool(self.fs.isdir(self._named(path).backend_path))
 
     def size(self, path: str) -> int:
         return int(self.info(path)["size"])
 
     def find(self, path: str = "", maxdepth: int | None = None, withdirs: bool = False,
              detail: bool = False, **kwargs: Any) -> Any:
-        base = self.search_root(path).backend_path
+        base = self.search_root(path.rstrip("/") if path.strip("/") else path).backend_path
         found = self.fs.find(base, maxdepth=maxdepth, withdirs=withdirs, detail=True)
         entries = {}
         for key, info in found.items():
@@ -891,7 +923,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
 
     def walk(self, path: str = "", maxdepth: int | None = None, **kwargs: Any
              ) -> Iterator[Any]:
-        base = self.search_root(path).backend_path
+        base = self.search_root(path.rstrip("/") if path.strip("/") else path).backend_path
         kwargs.pop("topdown", None)  # top-down only: denied directories are pruned
         for root, dirs, files in self.fs.walk(base, maxdepth=maxdepth, **kwargs):
             root = self.fs._strip_protocol(root)
@@ -901,13 +933,13 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             yield self.jail.display_of(root), dirs, files
 
     def modified(self, path: str) -> Any:
-        return self.fs.modified(self._readable(path, file=False).backend_path)
+        return self._described(self._named(path), self.fs.modified)
 
     def created(self, path: str) -> Any:
-        return self.fs.created(self._readable(path, file=False).backend_path)
+        return self._described(self._named(path), self.fs.created)
 
     def ukey(self, path: str) -> str:
-        return str(self.fs.ukey(self._readable(path, file=False).backend_path))
+        return str(self._described(self._named(path), self.fs.ukey))
 
     # -- discovery (glob, grep, ls): listings, no observations ----------------------
 
@@ -1155,10 +1187,12 @@ class PendingWrite:
     :meth:`PolicyFileSystem.prepare_write`); :meth:`commit` stores on that condition."""
 
     def __init__(self, owner: PolicyFileSystem, target: Target, mode: PutMode,
-                 operation: Operation) -> None:
+                 operation: Operation, *, exclusive: bool = False) -> None:
         self._owner, self._target, self.operation = owner, target, operation
         self.mode = mode
         """The condition: ``Create``, ``Update(version observed)`` or ``Overwrite``."""
+        self.exclusive = exclusive
+        """A create that never replaces a file, whatever was observed."""
 
     @property
     def path(self) -> str:
@@ -1167,7 +1201,8 @@ class PendingWrite:
 
     def commit(self, data: bytes) -> Commit:
         """Store ``data`` if the condition still holds (else ``stale``/``not_observed``)."""
-        return self._owner._commit(self._target, bytes(data), self.mode, self.operation)
+        return self._owner._commit(self._target, bytes(data), self.mode, self.operation,
+                                   exclusive=self.exclusive)
 
 
 class _CommitOnClose(io.BytesIO):
@@ -1208,3 +1243,8 @@ class _TextCommitOnClose(io.TextIOWrapper):
         if exc_type is not None and isinstance(self.buffer, _CommitOnClose):
             self.buffer.abandon()
         self.close()
+
+
+def _inside(real: str, root: str) -> bool:
+    """Whether the real path ``real`` is ``root`` or below it."""
+    return real == root or real.startswith(root.rstrip("/") + "/")
