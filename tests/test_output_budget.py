@@ -311,3 +311,27 @@ def test_structured_content_stays_within_the_budget_once_escaped(backend: Backen
             assert result["partial"] is True
         else:
             assert result["matches"] and result["files"] == ["w.txt"]
+
+
+@pytest.mark.parametrize("where", ["memory", "local"])
+def test_every_structured_content_fits_a_small_budget_once_escaped(tmp_path: object,
+                                                                   where: str) -> None:
+    # At the smallest budget, names and messages full of control characters (six JSON
+    # characters each): counts, globs, reads of such a path and errors naming one all
+    # stay within the budget as JSON, saying when they were cut.
+    root = f"memory://ctl-{os.getpid()}-{id(tmp_path)}" if where == "memory" else str(tmp_path)
+    ws = toolfs.Workspace(root, max_output_chars=1000)
+    for i in range(40):
+        ws.write(f"{i:02d}" + "\x01" * 30 + ".txt", "needle \x01\x02 \"quoted\"\n")
+    long_name = "\x01" * 200 + ".txt"
+    ws.write(long_name, "x\n")
+    calls = [("grep", {"pattern": "needle", "output_mode": mode})
+             for mode in ("count", "content", "files_with_matches")]
+    calls += [("glob", {"pattern": "*"}), ("ls", {}), ("read", {"file_path": long_name}),
+              ("read", {"file_path": "\x01" * 900}), ("read", {"file_path": "\x02" * 150})]
+    for tool, args in calls:
+        out = ws.execute(tool, args)
+        data = out.to_dict()
+        assert len(json.dumps(data, ensure_ascii=False)) <= 1000, (tool, args)
+        if data["ok"] and tool != "read":
+            assert data["result"]["truncated"] is True, (tool, args)

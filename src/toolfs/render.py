@@ -640,15 +640,17 @@ def structured_content(output: ToolOutput) -> dict[str, Any]:
     limits = _Limits(output.max_chars)
     if output.error is not None:
         data: dict[str, Any] = {"ok": False, "error": _error_data(output.error, limits)}
-        return escape_undecodable_data(data)  # type: ignore[no-any-return]
+        data = escape_undecodable_data(data)
+        _fit_error_json(data, output.max_chars)
+        return data
     value = output.value
     assert value is not None
     view: ToolResult
     if isinstance(value, GlobResult | GrepResult | ListResult):
         view = _discovery_view(value, output.max_chars, limits)
-        data = {"ok": True, "result": view.model_dump(mode="json")}
-        _fit_json(data["result"], output.max_chars)
-        return escape_undecodable_data(data)  # type: ignore[no-any-return]
+        data = escape_undecodable_data({"ok": True, "result": view.model_dump(mode="json")})
+        _fit_json(data, output.max_chars)
+        return data
     path = _clip(value.path, limits.path)
     if isinstance(value, ReadResult):
         known = output._shown
@@ -664,10 +666,9 @@ def structured_content(output: ToolOutput) -> dict[str, Any]:
         view = value.model_copy(update={"path": path, "lines": listed, "snippet": snippet})
     else:
         view = value.model_copy(update={"path": path})
-    data = {"ok": True, "result": view.model_dump(mode="json")}
-    if isinstance(value, ReadResult):
-        _fit_json(data["result"], output.max_chars)
-    return escape_undecodable_data(data)  # type: ignore[no-any-return]
+    data = escape_undecodable_data({"ok": True, "result": view.model_dump(mode="json")})
+    _fit_json(data, output.max_chars)
+    return data
 
 
 # The list each structured result can hold many of: an item's strings, and what JSON
@@ -675,61 +676,125 @@ def structured_content(output: ToolOutput) -> dict[str, Any]:
 # an object's keys, numbers and punctuation).
 _LISTED_STRINGS: dict[str, tuple[Callable[[Any], str] | None, int]] = {
     "lines": (None, 4), "paths": (None, 4), "files": (None, 4),  # lists of strings
+    "counts": (None, 30),  # its paths (the dict's keys)
     "matches": (lambda m: m["path"] + m["text"], 80),
     "entries": (lambda e: e["name"], 80),
 }
+_LISTS = ("lines", "matches", "counts", "paths", "entries", "files")
 # The bytes JSON escapes: control characters (up to six characters each), '"' and '\'.
 _ESCAPED_BYTES = bytes(range(32)) + b'"\\'
 
 
-def _fit_json(result: dict[str, Any], max_chars: int) -> None:
-    """Cut ``result``'s long list (in place) so that the whole, written as JSON
-    (``json.dumps(..., ensure_ascii=False)``), stays within ``max_chars``.
+def _fit_json(data: dict[str, Any], max_chars: int) -> None:
+    """Cut (in place) the long list of ``data``'s result, and if need be its path, so
+    that ``data`` written as JSON (``json.dumps(..., ensure_ascii=False)``) stays within
+    ``max_chars``; ``truncated`` says so.
 
     No work when even six characters per character (JSON's longest escape) cannot reach
     the budget; else a count of the characters JSON escapes, in C, which settles almost
     every case; only when that leaves a doubt, the exact sizes, and a pass per item to
     find the cut when the list is too long."""
-    key = next((k for k in ("lines", "matches", "paths", "entries", "files")
-                if result.get(k)), None)
+    result: dict[str, Any] = data["result"]
+    key = next((k for k in _LISTS if result.get(k)), None)
+    if key == "lines" and type(result["lines"][0]) is not str:
+        key = None  # an edit's line numbers: a short list of numbers
+    # A content or count grep's `files` are the paths of its matches or counts.
+    paired = key in ("matches", "counts")
+    # The other fields, loosely: their strings' characters and their other items.
+    rest_chars, rest_items = 0, 0
+    for k, v in result.items():
+        if k == key or (paired and k == "files"):
+            continue
+        if type(v) is str:
+            rest_chars += len(v)
+        elif isinstance(v, list | dict):
+            rest_items += len(v)
+            rest_chars += sum(len(x) for x in v if type(x) is str)
+    room = max_chars - 6 * rest_chars - 80 * rest_items - 500
+    items: list[Any] = []
+    if key is None:
+        if room >= 0:
+            return
+    else:
+        listed = result[key]
+        items = listed if type(listed) is list else list(listed)  # counts: its paths
+        strings, per_item = _LISTED_STRINGS[key]
+        text = "".join(items if strings is None else map(strings, items))
+        room -= per_item * len(items)
+        copies = 2 if paired else 1
+        if 6 * copies * len(text) <= room:
+            return
+        raw = text.encode("utf-8", "surrogatepass")
+        escaped = len(raw) - len(raw.translate(None, _ESCAPED_BYTES))
+        if copies * (len(text) + 5 * escaped) <= room:
+            return
+    empty: dict[str, Any] = {} if key is None else {key: {} if key == "counts" else []}
+    if paired:
+        empty["files"] = []
+    rest = len(json.dumps({**data, "result": {**result, **empty}}, ensure_ascii=False))
+    if rest > max_chars and isinstance(result.get("path"), str):
+        result["path"] = _json_clip(result["path"], rest - max_chars)
+        result["truncated"] = True
+        rest = len(json.dumps({**data, "result": {**result, **empty}}, ensure_ascii=False))
     if key is None:
         return
-    items: list[Any] = result[key]
-    strings, per_item = _LISTED_STRINGS[key]
-    text = "".join(items if strings is None else map(strings, items))
-    room = max_chars - per_item * len(items) - _REST_ROOM
-    if 6 * len(text) <= room:
-        return
-    raw = text.encode("utf-8", "surrogatepass")
-    if len(text) + 5 * (len(raw) - len(raw.translate(None, _ESCAPED_BYTES))) <= room:
-        return
-    # A content grep's `files` are the paths of its matches: counted with them.
-    paired = key == "matches"
-    rest = len(json.dumps({**result, key: [], **({"files": []} if paired else {})},
-                          ensure_ascii=False))
     room = max_chars - rest
-    if _json_size(items) + (_json_size(result["files"]) if paired else 0) <= room:
-        return
-    size, keep, seen = 0, 0, set()
+    size, keep = 0, 0
+    seen: set[str] = set()
+    values = result[key]
     for item in items:
-        size += _json_size(item) + 2  # with the ", " that joins it to the next
-        if paired and item["path"] not in seen:
-            seen.add(item["path"])
-            size += _json_size(item["path"]) + 2
-        if size > room:
+        if key == "counts":
+            size += _json_size(item) + 4 + len(str(values[item]))  # "p": n and ", "
+        else:
+            size += _json_size(item) + 2  # with the ", " that joins it to the next
+        path = item if key == "counts" else item["path"] if paired else None
+        if path is not None and path not in seen:
+            seen.add(path)
+            size += _json_size(path) + 2
+        if size > room + 2:  # the last item has no ", " after it
             break
         keep += 1
-    result[key] = items[:keep]
+    if keep == len(items):
+        return
+    kept = items[:keep]
+    result[key] = {p: values[p] for p in kept} if key == "counts" else kept
     result["truncated"] = True
     if key == "lines":
         result["line_count"] = keep
         result["partial"] = True
     elif key == "matches":  # the files of the matches kept
-        result["files"] = list(dict.fromkeys(m["path"] for m in result["matches"]))
+        result["files"] = list(dict.fromkeys(m["path"] for m in kept))
+    elif key == "counts":
+        result["files"] = kept
 
 
-_REST_ROOM = 4_000  # a result's fields besides its list (path, version, ...), at most,
-# before their own escapes: a list this far under the budget needs no measuring
+def _fit_error_json(data: dict[str, Any], max_chars: int) -> None:
+    """Shorten (in place) an error's message, then drop its details and shorten its
+    path, until ``data`` written as JSON fits in ``max_chars`` (errors are small: one
+    exact measure, usually the only one)."""
+    error: dict[str, Any] = data["error"]
+    for step in ("message", "details", "path"):
+        over = len(json.dumps(data, ensure_ascii=False)) - max_chars
+        if over <= 0:
+            return
+        if step == "details":
+            error["details"] = {}
+        elif isinstance(error.get(step), str):
+            error[step] = _json_clip(error[step], over)
+
+
+def _json_clip(text: str, over: int) -> str:
+    """``text`` cut, with "..." at the end, so that JSON writes it in at least ``over``
+    characters fewer: the longest prefix that does, found by halving."""
+    budget = len(encode_basestring(text)) - 2 - over - 3
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(encode_basestring(text[:mid])) - 2 <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo] + "..."
 
 
 def _json_size(value: Any) -> int:
