@@ -4,6 +4,8 @@ the second half of a move through a model-facing tool."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import toolfs
@@ -55,3 +57,18 @@ def failure_code(ws: toolfs.Workspace, how: str, src: str, dest: str) -> str:
     out = delete_or_move(ws, how, src, dest)
     assert out is not None and out.error is not None, out and out.text
     return out.error.code
+
+
+def unverifiable_delete(ws: toolfs.Workspace, proxy: Any, how: str, check: str) -> None:
+    """Lose the response of the delete of ``a.txt`` (``rm_file``, or the delete of a
+    move to ``b.txt``) and fail every ``check`` request (the store's look at whether the
+    object is gone) after it: the outcome is unknown, so ``backend_error``, never
+    ``stale``. What is left stored is the caller's to check."""
+    proxy.plan("reset_after_forward", method="DELETE")
+    # Only the checks after the faulted DELETE (a look before it must pass).
+    proxy.plan("500_before_forward", method=check, times=None,
+               match=lambda r: any(i.method == "DELETE" for i in proxy.injections))
+    code = failure_code(ws, how, "a.txt", "b.txt")
+    assert proxy.wait_idle()
+    assert code == "backend_error"
+    assert proxy.injected()["500_before_forward"] >= 1

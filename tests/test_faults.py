@@ -32,9 +32,9 @@ from tests.lost_deletes import (
     DELETE_LOST,
     MOVES,
     delete_or_move,
-    failure_code,
     gone_from_ledger,
     moved_bytes,
+    unverifiable_delete,
 )
 from toolfs.render import ToolOutput
 from toolfs.testing.emulators import GCSEmulator, S3Emulator
@@ -309,14 +309,7 @@ def test_lost_delete_response_unverifiable_is_backend_error(
     ws = h.workspace()
     h.seed("a.txt", OLD)
     assert ws.execute("read", {"file_path": "a.txt"}).error is None
-    proxy.plan("reset_after_forward", method="DELETE")
-    # Only the HEADs after the faulted DELETE (the one before it must pass).
-    proxy.plan("500_before_forward", method="HEAD", times=None,
-               match=lambda r: any(i.method == "DELETE" for i in proxy.injections))
-    code = failure_code(ws, how, "a.txt", "b.txt")
-    assert proxy.wait_idle()
-    assert code == "backend_error"
-    assert proxy.injected()["500_before_forward"] >= 1
+    unverifiable_delete(ws, proxy, how, "HEAD")
     assert h.stored("a.txt") is None
     assert h.stored("b.txt") == (None if how == "rm_file" else moved_bytes(how))
 
@@ -407,13 +400,7 @@ def test_gcs_lost_delete_response_unverifiable_is_backend_error(
     gcs_backend.put("a.txt", OLD)
     ws = gcs_workspace(gcs_backend, gcs_proxy)
     assert ws.execute("read", {"file_path": "a.txt"}).error is None
-    gcs_proxy.plan("reset_after_forward", method="DELETE")
-    gcs_proxy.plan("500_before_forward", method="GET", times=None,
-                   match=lambda r: any(i.method == "DELETE" for i in gcs_proxy.injections))
-    code = failure_code(ws, how, "a.txt", "b.txt")
-    assert gcs_proxy.wait_idle()
-    assert code == "backend_error"
-    assert gcs_proxy.injected()["500_before_forward"] >= 1
+    unverifiable_delete(ws, gcs_proxy, how, "GET")
     assert not gcs_backend.exists("a.txt")
     if how != "rm_file":
         assert gcs_backend.get("b.txt") == moved_bytes(how)
