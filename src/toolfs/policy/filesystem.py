@@ -61,7 +61,14 @@ from toolfs.policy.events import (
     Subscriber,
     Veto,
 )
+from toolfs.policy.chaining import (
+    ChainedBase,
+    OneContextPerOptions,
+    policy_option,
+    target_filesystem,
+)
 from toolfs.policy.ledger import Ledger
+from toolfs.policy.people import for_people
 from toolfs.policy.paths import Jail, Target
 from toolfs.policy.rules import Policy, deny_matcher
 from toolfs.versions import FileVersion
@@ -107,11 +114,24 @@ class Commit:
     size: int
 
 
-class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
+class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ignore[misc]
     """An fsspec filesystem that guards another one for one execution context.
 
+    Two ways to make one:
+
+    * ``PolicyFileSystem(fs, root)`` (what ``Workspace`` does): paths are relative to
+      ``root`` (``toolfs://dir/file.csv`` is ``dir/file.csv``); every construction is a
+      new context.
+    * From fsspec, by protocol: ``toolfs::s3://bucket/prefix/file.csv`` (a chained URL,
+      with ``storage_options={"s3": {...}, "toolfs": {...}}``) or
+      ``fsspec.filesystem("toolfs", target_protocol="s3", target_options={...})``. Paths
+      are the wrapped filesystem's own (``bucket/prefix/file.csv``), ``root`` confines
+      them (default: the whole filesystem), and instances are cached by their options,
+      so calls with the same options share one context (see
+      :mod:`toolfs.policy.chaining`).
+
     Args:
-        fs: the filesystem to wrap.
+        fs: the filesystem to wrap (or ``target_protocol`` and ``target_options``).
         root: the jail, in ``fs``'s own path form (``/srv/repo``, ``bucket/prefix``).
         context_id: names this context in events and snapshots (default: random).
         policy: the observation rules; ``None`` turns them off (writes are unconditional;
@@ -127,17 +147,23 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         block_size: bytes per request when streaming a file over ``size_cap``.
         cache_bytes: memory bound of the observed-content cache.
         store: the conditional-store adapter (default: chosen by ``fs``'s type).
+        target_protocol, target_options: the filesystem to wrap, by protocol and
+            options, when ``fs`` is not given (fsspec's chaining passes these).
+        fo: the path of a chained URL (fsspec passes it; the path is also what is
+            opened, so it is not kept).
     """
 
     protocol: ClassVar[str] = "toolfs"
-    # fsspec caches instances by constructor arguments; two contexts must never share a
-    # ledger, so every construction yields a fresh instance.
+    # fsspec's own cache keys instances by their arguments and thread; two contexts
+    # must never share a ledger, so it is off, and OneContextPerOptions caches only the
+    # instances fsspec builds by protocol (one per set of options: one context).
     cachable: ClassVar[bool] = False
+    _strip_tokenize_options: ClassVar[tuple[str, ...]] = ("fo",)
 
     def __init__(
         self,
-        fs: AbstractFileSystem,
-        root: str = "",
+        fs: AbstractFileSystem | None = None,
+        root: str | None = None,
         *,
         context_id: str | None = None,
         policy: Policy | None = Policy(),  # noqa: B008 - frozen value object
@@ -154,15 +180,30 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         ls_limit: int = 1_000,
         max_in_flight: int = 16,
         gitignore: bool = True,
+        target_protocol: str | None = None,
+        target_options: dict[str, Any] | None = None,
+        fo: str | None = None,
     ) -> None:
         super().__init__()
+        policy = policy_option(policy)
+        self.absolute_paths = fs is None
+        """Paths are the wrapped filesystem's own (a filesystem made by protocol), not
+        relative to the root."""
+        if fs is None:
+            if not target_protocol:
+                raise fs_error("invalid_arguments", "give the filesystem to wrap (fs) or "
+                               "its protocol (target_protocol)")
+            fs = target_filesystem(target_protocol, target_options, fo)
+            root = fs.root_marker if root is None else fs._strip_protocol(root)
+        root = root or ""
         if store is None:  # a DirFileSystem over a known backend gets that backend's store
             fs, root = unwrapped(fs, root)
         self.fs = fs
         protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
         self.store = store or store_for(fs, root=root or None, size_cap=size_cap)
         self.jail = Jail(root, tuple(protocols),
-                         resolve_symlinks=self.store.capabilities.symlinks)
+                         resolve_symlinks=self.store.capabilities.symlinks,
+                         own_protocol=self.protocol, absolute=self.absolute_paths)
         # Reads and writes that reach a file only through the store leave the stat of the
         # root (a parent swapped for a symlink) to a store that makes that check on each
         # walk of this same root: the local store opens the root anyway and checks the
@@ -201,9 +242,24 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
 
     @classmethod
     def _strip_protocol(cls, path: Any) -> Any:
-        if isinstance(path, str) and path.startswith("toolfs://"):
-            return path[len("toolfs://"):]
+        """``toolfs://dir/file.csv`` (or ``toolfs::...``) as this filesystem's path
+        ``dir/file.csv``; lists element-wise, ``os.PathLike`` as a string. Nothing else
+        changes: the jail judges the rest (``d/`` names a directory, ``..`` is refused)."""
+        if isinstance(path, list | tuple):
+            return type(path)(cls._strip_protocol(p) for p in path)
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
+        if isinstance(path, str):
+            for prefix in (f"{cls.protocol}://", f"{cls.protocol}::"):
+                if path.startswith(prefix):
+                    return path[len(prefix):]
         return path
+
+    def _listed_name(self, backend_path: str) -> str:
+        """The name ``ls``, ``info``, ``find`` and ``walk`` give a backend path: the one
+        that opens it again here (``unstrip_protocol`` of it, a ``toolfs://`` URL,
+        too)."""
+        return backend_path if self.absolute_paths else self.jail.display_of(backend_path)
 
     def subscribe(self, subscriber: Subscriber) -> Subscriber:
         """Add an ``fs/*`` event subscriber; returns it (usable as a decorator)."""
@@ -840,7 +896,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
     # -- read-only forwarding -----------------------------------------------------
 
     def _entry(self, info: dict[str, Any]) -> dict[str, Any]:
-        return {**info, "name": self.jail.display_of(self.fs._strip_protocol(info["name"]))}
+        return {**info, "name": self._listed_name(self.fs._strip_protocol(info["name"]))}
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         target = self._readable(path, file=False)
@@ -884,6 +940,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
                            path=target.display) from exc
 
     def ls(self, path: str = "", detail: bool = True, **kwargs: Any) -> list[Any]:
+        path = self._strip_protocol(path)
         target = self.search_root(path.rstrip("/") if path.strip("/") else path)
         entries = self._described(target, lambda p: self.fs.ls(p, detail=True, **kwargs))
         out = [self._entry(e) for e in entries
@@ -912,17 +969,19 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
 
     def find(self, path: str = "", maxdepth: int | None = None, withdirs: bool = False,
              detail: bool = False, **kwargs: Any) -> Any:
+        path = self._strip_protocol(path)
         base = self.search_root(path.rstrip("/") if path.strip("/") else path).backend_path
         found = self.fs.find(base, maxdepth=maxdepth, withdirs=withdirs, detail=True)
         entries = {}
         for key, info in found.items():
             listed = self.fs._strip_protocol(key)
             if self._shown(listed, info.get("type", "")):
-                entries[self.jail.display_of(listed)] = self._entry(info)
+                entries[self._listed_name(listed)] = self._entry(info)
         return entries if detail else sorted(entries)
 
     def walk(self, path: str = "", maxdepth: int | None = None, **kwargs: Any
              ) -> Iterator[Any]:
+        path = self._strip_protocol(path)
         base = self.search_root(path.rstrip("/") if path.strip("/") else path).backend_path
         kwargs.pop("topdown", None)  # top-down only: denied directories are pruned
         for root, dirs, files in self.fs.walk(base, maxdepth=maxdepth, **kwargs):
@@ -930,7 +989,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             prefix = root.rstrip("/") + "/"
             dirs[:] = [d for d in dirs if self._shown(prefix + d, "directory")]
             files[:] = [f for f in files if self._shown(prefix + f, "file")]
-            yield self.jail.display_of(root), dirs, files
+            yield self._listed_name(root), dirs, files
 
     def modified(self, path: str) -> Any:
         return self._described(self._named(path), self.fs.modified)
@@ -1224,7 +1283,10 @@ class _CommitOnClose(io.BytesIO):
             data = self.getvalue()
             super().close()
             if not self._abandoned:
-                self.commit = self._pending.commit(data)
+                try:
+                    self.commit = self._pending.commit(data)
+                except FsError as err:  # a person's write (pandas, DuckDB...): their words
+                    raise for_people(err, self._pending) from err.__cause__
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

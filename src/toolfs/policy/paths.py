@@ -75,11 +75,18 @@ class Jail:
         root: the root in the wrapped filesystem's own path form (no protocol).
         protocols: the wrapped filesystem's protocol names, for URL forms.
         resolve_symlinks: resolve and confine symlinks (local disk).
+        own_protocol: the protocol of the filesystem the jail belongs to (``toolfs``):
+            ``toolfs://x`` is the path ``x``.
+        absolute: paths are the wrapped filesystem's own absolute paths
+            (``bucket/prefix/file.csv`` on an object store), not relative to the root.
     """
 
     def __init__(self, root: str, protocols: tuple[str, ...], *,
-                 resolve_symlinks: bool = False) -> None:
+                 resolve_symlinks: bool = False, own_protocol: str | None = None,
+                 absolute: bool = False) -> None:
         self.resolve_symlinks = resolve_symlinks
+        self.own_prefix = f"{own_protocol}://" if own_protocol else None
+        self.absolute = absolute
         root = root.rstrip("/") if root not in ("", "/") else root
         self.root = root
         self.real_root = os.path.realpath(root) if resolve_symlinks else root
@@ -175,6 +182,10 @@ class Jail:
         if nfkc != path and (nfkc.count("/") != path.count("/") or ".." in nfkc.split("/")
                              or "\\" in nfkc):
             raise outside("Unicode look-alikes of path separators or dots are not allowed")
+        if self.own_prefix is not None and path.startswith(self.own_prefix):
+            path = path[len(self.own_prefix):]  # this filesystem's own URL: its path
+            if not path:
+                return ""
         if "://" in path:
             proto, _, rest = path.partition("://")
             if proto not in self.protocols:
@@ -184,6 +195,8 @@ class Jail:
         elif path.startswith("/"):
             if not self.rooted:
                 raise outside("object-store keys do not start with '/'")
+            path = self._strip_root(path, outside)
+        elif self.absolute and not self.rooted:  # "bucket/key": absolute on object stores
             path = self._strip_root(path, outside)
         if not path:
             return ""
@@ -205,6 +218,8 @@ class Jail:
         for root in (self.root, self.real_root):
             if path == root:
                 return ""
+            if root == "":  # the whole of an object store (a filesystem made by protocol)
+                return path
             if root == "/":
                 return path[1:]
             if path.startswith(root + "/"):
