@@ -28,6 +28,9 @@ from fsspec.utils import tokenize
 from toolfs.errors import fs_error
 from toolfs.policy.rules import Policy
 
+__all__ = ["CHAINED_URLS", "ChainedBase", "OneContextPerOptions", "policy_option",
+           "target_filesystem"]
+
 try:  # fsspec >= 2025.10: url_to_fs hands a chained wrapper the path of the URL
     from fsspec.implementations.chained import ChainedFileSystem as ChainedBase
 except ImportError:  # pragma: no cover - older fsspec: chained URLs give the wrapper ""
@@ -55,7 +58,7 @@ class OneContextPerOptions(type(AbstractFileSystem)):  # type: ignore[misc]
         fo = kwargs.pop("fo", None)
         token = tokenize(cls, os.getpid(), **kwargs)
         with _contexts_lock:
-            if cls._pid != os.getpid():  # a forked child starts without contexts
+            if getattr(cls, "_pid", None) != os.getpid():  # a forked child starts without contexts
                 cls._cache.clear()
                 cls._pid = os.getpid()
             instance = cls._cache.get(token)

@@ -52,6 +52,12 @@ from toolfs.backends import Create, Overwrite, PutMode, Store, Update, store_for
 from toolfs.backends.base import Blob
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable
+from toolfs.policy.chaining import (
+    ChainedBase,
+    OneContextPerOptions,
+    policy_option,
+    target_filesystem,
+)
 from toolfs.policy.events import (
     EVENT_FIELDS_SET,
     AuditLog,
@@ -61,15 +67,9 @@ from toolfs.policy.events import (
     Subscriber,
     Veto,
 )
-from toolfs.policy.chaining import (
-    ChainedBase,
-    OneContextPerOptions,
-    policy_option,
-    target_filesystem,
-)
 from toolfs.policy.ledger import Ledger
-from toolfs.policy.people import for_people
 from toolfs.policy.paths import Jail, Target
+from toolfs.policy.people import for_people
 from toolfs.policy.rules import Policy, deny_matcher
 from toolfs.versions import FileVersion
 
