@@ -55,8 +55,10 @@ class OneContextPerOptions(type(AbstractFileSystem)):  # type: ignore[misc]
         # The path of the URL names a file, not the context: one notebook reading
         # a.csv and writing b.csv is one context. fsspec puts the calling thread into
         # its own tokens; one context must not split by thread either.
+        # The same options in another order (url_to_fs and fsspec.filesystem order
+        # them differently) are the same context.
         fo = kwargs.pop("fo", None)
-        token = tokenize(cls, os.getpid(), **kwargs)
+        token = tokenize(cls, os.getpid(), sorted(kwargs.items()))
         with _contexts_lock:
             if getattr(cls, "_pid", None) != os.getpid():  # a forked child starts without contexts
                 cls._cache.clear()

@@ -49,7 +49,7 @@ from fsspec.spec import AbstractFileSystem
 
 from toolfs._trusted import trusted
 from toolfs.backends import Create, Overwrite, PutMode, Store, Update, store_for, unwrapped
-from toolfs.backends.base import Blob
+from toolfs.backends.base import Blob, forget_listings
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable
 from toolfs.policy.chaining import (
@@ -895,13 +895,21 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
 
     # -- read-only forwarding -----------------------------------------------------
 
+    def _fresh(self, backend_path: str) -> str:
+        """``backend_path``, with the wrapped filesystem's cached listings of it, its
+        parents and its subtree dropped: changes are stored through the store, which
+        fsspec's listing caches (s3fs, gcsfs, adlfs) never hear of, so a cached listing
+        would hide a file just written (pyarrow's ``get_file_info`` after a write)."""
+        forget_listings(self.fs, backend_path)
+        return backend_path
+
     def _entry(self, info: dict[str, Any]) -> dict[str, Any]:
         return {**info, "name": self._listed_name(self.fs._strip_protocol(info["name"]))}
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         target = self._readable(path, file=False)
         try:
-            return self._entry(self.fs.info(target.backend_path, **kwargs))
+            return self._entry(self.fs.info(self._fresh(target.backend_path), **kwargs))
         except FileNotFoundError as exc:
             raise fs_error("not_found", f"{target.display} does not exist",
                            path=target.display) from exc
@@ -942,7 +950,8 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
     def ls(self, path: str = "", detail: bool = True, **kwargs: Any) -> list[Any]:
         path = self._strip_protocol(path)
         target = self.search_root(path.rstrip("/") if path.strip("/") else path)
-        entries = self._described(target, lambda p: self.fs.ls(p, detail=True, **kwargs))
+        entries = self._described(
+            target, lambda p: self.fs.ls(self._fresh(p), detail=True, **kwargs))
         out = [self._entry(e) for e in entries
                if self._shown(self.fs._strip_protocol(e["name"]), e.get("type", ""))]
         return out if detail else [e["name"] for e in out]
@@ -954,15 +963,15 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
             if err.code in ("outside_root", "denied"):
                 raise
             return False
-        return bool(self.fs.exists(target.backend_path))
+        return bool(self.fs.exists(self._fresh(target.backend_path)))
 
     def isfile(self, path: str) -> bool:
-        return bool(self.fs.isfile(self._named(path).backend_path))
+        return bool(self.fs.isfile(self._fresh(self._named(path).backend_path)))
 
     def isdir(self, path: str) -> bool:
         if path in ("", ".", "/"):
             return True
-        return bool(self.fs.isdir(self._named(path).backend_path))
+        return bool(self.fs.isdir(self._fresh(self._named(path).backend_path)))
 
     def size(self, path: str) -> int:
         return int(self.info(path)["size"])
@@ -971,7 +980,8 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
              detail: bool = False, **kwargs: Any) -> Any:
         path = self._strip_protocol(path)
         base = self.search_root(path.rstrip("/") if path.strip("/") else path).backend_path
-        found = self.fs.find(base, maxdepth=maxdepth, withdirs=withdirs, detail=True)
+        found = self.fs.find(self._fresh(base), maxdepth=maxdepth, withdirs=withdirs,
+                             detail=True)
         entries = {}
         for key, info in found.items():
             listed = self.fs._strip_protocol(key)
@@ -984,7 +994,7 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         path = self._strip_protocol(path)
         base = self.search_root(path.rstrip("/") if path.strip("/") else path).backend_path
         kwargs.pop("topdown", None)  # top-down only: denied directories are pruned
-        for root, dirs, files in self.fs.walk(base, maxdepth=maxdepth, **kwargs):
+        for root, dirs, files in self.fs.walk(self._fresh(base), maxdepth=maxdepth, **kwargs):
             root = self.fs._strip_protocol(root)
             prefix = root.rstrip("/") + "/"
             dirs[:] = [d for d in dirs if self._shown(prefix + d, "directory")]
