@@ -52,6 +52,11 @@ class OneContextPerOptions(type(AbstractFileSystem)):  # type: ignore[misc]
                 or kwargs.get("skip_instance_cache")):
             return super().__call__(*args, **kwargs)
         kwargs = apply_config(cls, kwargs)
+        # pandas retries an open refused with PermissionError (a read-only context, a
+        # deny rule) with anon=True added to the first filesystem of the chain, meaning
+        # "a public bucket": toolfs holds no credentials, so it is the same context, and
+        # the retry meets the same refusal instead of a TypeError.
+        kwargs.pop("anon", None)
         # The path of the URL names a file, not the context: one notebook reading
         # a.csv and writing b.csv is one context. fsspec puts the calling thread into
         # its own tokens; one context must not split by thread either.
