@@ -102,6 +102,12 @@ def test_bench_requests() -> None:
         assert f"{backend} | edit after read |" in done.stdout, done.stdout
 
 
+def test_bench_dataframes() -> None:
+    done = run("bench_dataframes.py")
+    assert_table(done)
+    assert "| read_csv " in done.stdout and "| to_parquet (after a read) " in done.stdout
+
+
 def test_bench_throughput() -> None:
     done = run("bench_throughput.py")
     assert_table(done)

@@ -445,3 +445,43 @@ def test_csv_bytes_read_by_pandas_are_the_bytes_stored(site: Site) -> None:
         data = f.read()
     assert data == SALES
     assert pd.read_csv(io.BytesIO(data)).shape == (2, 2)
+
+
+# -- cost ----------------------------------------------------------------------------
+
+
+def test_a_pandas_read_costs_no_more_requests_than_s3fs(s3_emulator: S3Emulator) -> None:
+    """Counted at the server: ``pd.read_csv`` through ``toolfs::s3://`` is one GET (the
+    read and its version in one request); through s3fs alone a HEAD and a GET. A parquet
+    read makes no more requests than s3fs's either (docs/benchmarks.md, section 8)."""
+    backend = S3Backend(s3_emulator)
+    backend.setup()
+    site = Site(backend, "s3", s3_emulator.s3fs_storage_options())
+    frame = pd.DataFrame({"region": ["north", "south"] * 50, "amount": range(100)})
+    site.put("sales.csv", frame.to_csv(index=False).encode())
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    site.put("sales.parquet", buffer.getvalue())
+    plain = f"s3://{site.path('sales.csv')}"
+
+    def requests(call: Any) -> list[str]:
+        fsspec.filesystem("s3", **site.target_options).invalidate_cache()
+        s3_emulator.clear_requests()
+        call()
+        return [r.method for r in s3_emulator.requests() if not r.path.startswith("/_toolfs")]
+
+    try:
+        through_toolfs = requests(lambda: pd.read_csv(site.url("sales.csv"),
+                                                      storage_options=site.options()))
+        through_s3fs = requests(lambda: pd.read_csv(plain,
+                                                    storage_options=site.target_options))
+        assert through_toolfs == ["GET"]
+        assert sorted(through_s3fs) == ["GET", "HEAD"]
+        parquet_toolfs = requests(lambda: pd.read_parquet(site.url("sales.parquet"),
+                                                          storage_options=site.options()))
+        parquet_s3fs = requests(lambda: pd.read_parquet(
+            f"s3://{site.path('sales.parquet')}", storage_options=site.target_options))
+        assert len(parquet_toolfs) <= len(parquet_s3fs)
+    finally:
+        PolicyFileSystem.clear_instance_cache()
+        backend.teardown()
