@@ -27,10 +27,20 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
+from gcsfs.core import GCSFileSystem
 from pyarrow.fs import FSSpecHandler, PyFileSystem
 
 import toolfs
-from tests.backends import Backend, LocalBackend, MemoryBackend, S3Backend
+from tests.backends import (
+    AzureBackend,
+    Backend,
+    GCSBackend,
+    GenericBackend,
+    LocalBackend,
+    MemoryBackend,
+    OpaqueDirFileSystem,
+    S3Backend,
+)
 from toolfs.errors import FsError, InvalidArguments, NotObserved, Stale
 from toolfs.policy import PolicyFileSystem
 from toolfs.testing.emulators import S3Emulator
@@ -213,7 +223,50 @@ def test_own_protocol_paths_round_trip_through_ls_and_info(site: Site) -> None:
 # -- the notebook story (the issue's proof) ---------------------------------------
 
 
-def test_notebook_story(site: Site) -> None:
+class _CoreGCSForURLs(GCSFileSystem):  # type: ignore[misc]
+    """gcsfs's core class under a protocol of its own, for URLs in these tests:
+    ``gcs://`` resolves to gcsfs's extended class, which asks fake-gcs-server for a
+    bucket layout it cannot give (see ``GCSEmulator.gcsfs_filesystem``)."""
+
+    protocol = ("toolfstestgcs",)
+
+
+class _OpaqueForURLs(OpaqueDirFileSystem):
+    """The generic backend's filesystem (no adapter: the generic store) by URL."""
+
+    protocol = ("toolfstestopaque",)
+
+
+fsspec.register_implementation("toolfstestgcs", _CoreGCSForURLs, clobber=True)
+fsspec.register_implementation("toolfstestopaque", _OpaqueForURLs, clobber=True)
+
+
+def person_site(backend: Backend) -> Site:
+    """How a notebook reaches ``backend``'s files by URL."""
+    if isinstance(backend, MemoryBackend):
+        return Site(backend, "memory", {})
+    if isinstance(backend, LocalBackend):
+        return Site(backend, "file", {})
+    if isinstance(backend, S3Backend):  # moto and SeaweedFS
+        return Site(backend, "s3", backend.emulator.s3fs_storage_options())
+    if isinstance(backend, GCSBackend):
+        return Site(backend, "toolfstestgcs", backend.emulator.gcsfs_storage_options())
+    if isinstance(backend, AzureBackend):
+        return Site(backend, "abfs", backend.emulator.adlfs_storage_options())
+    assert isinstance(backend, GenericBackend)
+    return Site(backend, "toolfstestopaque", {"path": backend._base, "fs": backend._mem})
+
+
+def test_notebook_story_on_every_backend(backend: Backend) -> None:
+    """The issue's proof on every backend (the agent's calls sync and async)."""
+    site = person_site(backend)
+    try:
+        story(site)
+    finally:
+        PolicyFileSystem.clear_instance_cache()
+
+
+def story(site: Site) -> None:
     """The person reads with pandas, an agent edits a row, the person's stale write is
     refused and the agent's change survives; after a re-read the write lands."""
     site.put("sales.csv", SALES)
