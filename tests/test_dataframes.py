@@ -17,6 +17,7 @@ import sys
 import textwrap
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import duckdb
@@ -193,6 +194,19 @@ def test_policy_option_takes_a_mapping_and_refuses_nonsense(site: Site) -> None:
             site.fs(policy=bad)
     with pytest.raises(InvalidArguments):
         fsspec.filesystem("toolfs")  # nothing to wrap
+    with pytest.raises(InvalidArguments, match="'read_onyl'"):
+        site.fs(read_onyl=True)
+
+
+def test_one_context_across_threads(site: Site) -> None:
+    """fsspec keys its own cache by thread; a context is one across the threads that
+    open the same options at once."""
+    with ThreadPoolExecutor(8) as pool:
+        made = list(pool.map(lambda _: site.fs(), range(16)))
+    assert all(fs is made[0] for fs in made)
+    # And by the chained URL given to the filesystem itself.
+    site.put("t.csv", SALES)
+    assert made[0].cat_file(site.url("t.csv")) == SALES
 
 
 # -- own-protocol paths ------------------------------------------------------------

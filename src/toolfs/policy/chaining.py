@@ -16,6 +16,7 @@ URL). Two rules follow from "one filesystem instance is one execution context":
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
 from collections.abc import Mapping
@@ -57,6 +58,11 @@ class OneContextPerOptions(type(AbstractFileSystem)):  # type: ignore[misc]
         # "a public bucket": toolfs holds no credentials, so it is the same context, and
         # the retry meets the same refusal instead of a TypeError.
         kwargs.pop("anon", None)
+        unknown = sorted(set(kwargs) - _options_of(cls))
+        if unknown:
+            raise fs_error("invalid_arguments", f"unknown toolfs option(s) "
+                           f"{', '.join(map(repr, unknown))}; the options are "
+                           f"{', '.join(sorted(_options_of(cls) - {'fs', 'store'}))}")
         # The path of the URL names a file, not the context: one notebook reading
         # a.csv and writing b.csv is one context. fsspec puts the calling thread into
         # its own tokens; one context must not split by thread either.
@@ -74,6 +80,13 @@ class OneContextPerOptions(type(AbstractFileSystem)):  # type: ignore[misc]
                 instance._fs_token_ = token
                 cls._cache[token] = instance
         return instance
+
+
+def _options_of(cls: type) -> set[str]:
+    """The keyword arguments ``cls`` takes (its ``__init__``'s named parameters)."""
+    init = cls.__init__  # type: ignore[misc]
+    return {name for name, p in inspect.signature(init).parameters.items()
+            if name != "self" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
 
 
 def target_filesystem(target_protocol: str, target_options: Mapping[str, Any] | None,

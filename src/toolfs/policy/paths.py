@@ -85,7 +85,8 @@ class Jail:
                  resolve_symlinks: bool = False, own_protocol: str | None = None,
                  absolute: bool = False) -> None:
         self.resolve_symlinks = resolve_symlinks
-        self.own_prefix = f"{own_protocol}://" if own_protocol else None
+        self.own_prefixes = (f"{own_protocol}://", f"{own_protocol}::") if own_protocol \
+            else ()
         self.absolute = absolute
         root = root.rstrip("/") if root not in ("", "/") else root
         self.root = root
@@ -182,10 +183,13 @@ class Jail:
         if nfkc != path and (nfkc.count("/") != path.count("/") or ".." in nfkc.split("/")
                              or "\\" in nfkc):
             raise outside("Unicode look-alikes of path separators or dots are not allowed")
-        if self.own_prefix is not None and path.startswith(self.own_prefix):
-            path = path[len(self.own_prefix):]  # this filesystem's own URL: its path
-            if not path:
-                return ""
+        for own in self.own_prefixes:
+            if path.startswith(own):
+                # This filesystem's own URL (``toolfs://x``, ``toolfs::s3://b/x``): its path.
+                path = path[len(own):]
+                if not path:
+                    return ""
+                break
         if "://" in path:
             proto, _, rest = path.partition("://")
             if proto not in self.protocols:
