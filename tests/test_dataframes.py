@@ -347,6 +347,10 @@ FORMATS = {
                 lambda url, so: pd.read_parquet(url, storage_options=so)),
     "json": (lambda df, url, so: df.to_json(url, storage_options=so, orient="records"),
              lambda url, so: pd.read_json(url, storage_options=so, orient="records")),
+    "feather": (lambda df, url, so: df.to_feather(url, storage_options=so),
+                lambda url, so: pd.read_feather(url, storage_options=so)),
+    "pickle": (lambda df, url, so: df.to_pickle(url, storage_options=so),
+               lambda url, so: pd.read_pickle(url, storage_options=so)),
 }
 
 
