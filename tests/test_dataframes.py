@@ -189,7 +189,9 @@ def test_workspace_options_travel_in_storage_options(site: Site) -> None:
 def test_policy_option_takes_a_mapping_and_refuses_nonsense(site: Site) -> None:
     fs = site.fs(policy={"require_observation": False})
     assert fs.policy == toolfs.Policy(require_observation=False)
-    for bad in ({"require_observation": "no"}, {"overwrite": True}, "off"):
+    assert site.fs(policy={"on_stale": "merge"}).policy == toolfs.Policy(on_stale="merge")
+    for bad in ({"require_observation": "no"}, {"overwrite": True}, {"on_stale": "x"},
+                "off"):
         with pytest.raises(InvalidArguments):
             site.fs(policy=bad)
     with pytest.raises(InvalidArguments):
@@ -321,6 +323,32 @@ def test_refusals_speak_to_people(site: Site) -> None:
     assert "read the file again" in text and "nothing was written" in text
     assert stale.value.code == "stale" and stale.value.details["read_version"]
     assert site.get("sales.csv") == SALES + b"east,7\n"
+    # The whole change is shown, so this context has seen it: writing again replaces it.
+    assert "+east,7" in text and "writing again replaces it" in text
+    assert stale.value.details["counts_as_read"] is True
+    df.to_csv(url, storage_options=options, index=False)
+    assert site.get("sales.csv") == b"region,amount\nwest,1\n"
+
+
+def test_a_refused_binary_write_shows_no_diff_and_needs_a_read(site: Site) -> None:
+    """Parquet has no text diff: the refusal does not count as a read, so writing again
+    is refused again until the person reads the file."""
+    url, options = site.url("t.parquet"), site.options()
+    df = pd.DataFrame({"a": [1, 2]})
+    df.to_parquet(url, storage_options=options)
+    buffer = io.BytesIO()
+    df.assign(a=[3, 4]).to_parquet(buffer)
+    site.put("t.parquet", buffer.getvalue())
+    for _ in range(2):
+        with pytest.raises(Stale) as stale, fsspec.open(url, "wb", **options) as f:
+            df.to_parquet(f)
+        assert "What changed" not in str(stale.value)
+        assert "read the file again first, then write" in str(stale.value)
+        assert site.get("t.parquet") == buffer.getvalue()
+    pd.read_parquet(url, storage_options=options)
+    with fsspec.open(url, "wb", **options) as f:
+        df.to_parquet(f)
+    pd.testing.assert_frame_equal(pd.read_parquet(url, storage_options=options), df)
 
 
 def test_a_context_that_accepts_the_risk_overwrites_unread_files(site: Site) -> None:
@@ -336,6 +364,26 @@ def test_a_context_that_accepts_the_risk_overwrites_unread_files(site: Site) -> 
         pd.DataFrame({"a": [3]}).to_csv(site.url("sales.csv"), storage_options=options,
                                         index=False)
     assert site.get("sales.csv") == b"a\n2\n"
+
+
+def test_a_merging_context_keeps_both_changes_to_other_rows(site: Site) -> None:
+    """``policy={"on_stale": "merge"}``: the person's CSV write made before the agent's
+    edit of another row lands with both changes; on the same row it is refused."""
+    site.put("sales.csv", b"region,amount\nnorth,10\nsouth,20\neast,1\nwest,2\n")
+    url, options = site.url("sales.csv"), site.options(policy={"on_stale": "merge"})
+    df = pd.read_csv(url, storage_options=options)
+    agent = site.agent()
+    agent.read("sales.csv")
+    agent.edit("sales.csv", "west,2", "west,3")
+    df.loc[0, "amount"] = 11
+    df.to_csv(url, storage_options=options, index=False)
+    assert site.get("sales.csv") == b"region,amount\nnorth,11\nsouth,20\neast,1\nwest,3\n"
+    agent.read("sales.csv")
+    agent.edit("sales.csv", "north,11", "north,12")
+    df.loc[0, "amount"] = 13
+    with pytest.raises(Stale):
+        df.to_csv(url, storage_options=options, index=False)
+    assert b"north,12" in site.get("sales.csv")
 
 
 # -- pandas ------------------------------------------------------------------------

@@ -117,10 +117,15 @@ def policy_option(value: Any) -> Policy | None:
         return value
     if isinstance(value, Mapping):
         fields = set(Policy.__dataclass_fields__)
-        unknown = sorted(set(value) - fields)
-        if unknown or not all(isinstance(v, bool) for v in value.values()):
-            raise fs_error("invalid_arguments", f"policy takes {', '.join(sorted(fields))} "
-                           f"(true or false); got {dict(value)!r}")
-        return Policy(**value)
+        wrong = sorted(set(value) - fields) or [
+            k for k, v in value.items()
+            if isinstance(Policy.__dataclass_fields__[k].default, bool) != isinstance(v, bool)]
+        if not wrong:
+            try:
+                return Policy(**value)
+            except (TypeError, ValueError) as exc:
+                wrong = [str(exc)]
+        raise fs_error("invalid_arguments", f"policy takes {', '.join(sorted(fields))}; "
+                       f"got {dict(value)!r} ({', '.join(map(str, wrong))})")
     raise fs_error("invalid_arguments", "policy must be a toolfs.Policy, None or a mapping "
                    f"such as {{'require_observation': False}}; got {type(value).__name__}")

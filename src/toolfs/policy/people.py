@@ -50,11 +50,22 @@ def for_people(err: FsError, pending: PendingWrite) -> FsError:
         else:
             seen = "it changed while this write was on its way"
         now = _now(owner.fs, target.backend_path)
+        diff = err.details.get("diff")
+        if err.details.get("counts_as_read") is True:
+            # The whole change is shown (below) and the ledger took it as read: the
+            # next write replaces it, which the person must know before writing again.
+            then = (f"This context has now seen that change (shown below), so writing "
+                    f"again replaces it. To keep both, read the file again "
+                    f"{HOW_TO_READ}, redo your change and write again.")
+        else:
+            then = (f"To keep both, read the file again {HOW_TO_READ}, redo your change "
+                    f"and write again. To replace the other change on purpose, read the "
+                    f"file again first, then write.")
         text = (f"{name} changed since {context} read it: {seen}; {now}. Your write was "
-                f"refused and nothing was written: the file keeps the other change. To "
-                f"keep both, read the file again {HOW_TO_READ}, redo your change and "
-                f"write again. To replace the "
-                f"other change on purpose, read the file again first, then write.")
+                f"refused and nothing was written: the file keeps the other change. "
+                f"{then}")
+        if isinstance(diff, str) and diff:
+            text += f"\n\nWhat changed since your read:\n{diff.rstrip()}"
     err.message = text
     err.args = (text,)
     err.details["context_id"] = owner.context_id
