@@ -143,3 +143,9 @@ def test_bench_fused_edit() -> None:
     for share in ("the checks the issue's steps leave out", "toolfs's features",
                   "the layers' share"):
         assert re.search(rf"{share}[^:]*: -?\d+\.\d{{3}}x", done.stdout), done.stdout
+
+
+def test_bench_stale() -> None:
+    done = run("bench_stale.py", "--backends", "memory,local")
+    assert_table(done)
+    assert "| merge" in done.stdout and "| refuse + read" in done.stdout
