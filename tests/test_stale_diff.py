@@ -242,3 +242,15 @@ def test_a_large_file_with_a_few_changes_diffs_cheaply() -> None:
     assert hunks is not None and len(hunks) == 20
     assert diff_lines([f"{i}\n" for i in range(3000)], [f"{i}x\n" for i in range(3000)],
                       max_work=5_000) is None
+
+
+def test_a_binary_change_is_said_not_shown(backend: Backend) -> None:
+    backend.put("b.txt", b"text\n")
+    ws = backend.workspace()
+    ws.read("b.txt")
+    backend.put("b.txt", b"\x00\x01binary")
+    out = ws.execute("write", {"file_path": "b.txt", "content": "mine\n"})
+    err = _stale(out)
+    assert err.details["diff"] is None and err.details["counts_as_read"] is False
+    assert err.message.endswith("it is not text, so the change cannot be shown")
+    assert backend.get("b.txt") == b"\x00\x01binary"

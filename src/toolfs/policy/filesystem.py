@@ -52,9 +52,10 @@ from fsspec.spec import AbstractFileSystem
 from toolfs._trusted import trusted
 from toolfs.backends import Create, Overwrite, PutMode, Store, Update, store_for, unwrapped
 from toolfs.backends.base import Blob
+from toolfs.diff import text_diff
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable
-from toolfs.merge import Rebased, merge_write, text_diff
+from toolfs.merge import Rebased, merge_write
 from toolfs.policy.events import (
     EVENT_FIELDS_SET,
     AuditLog,
@@ -680,8 +681,12 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         if old is None:
             return None
         shown = escape_undecodable(target.display)
-        diff = text_diff(old, data, old_label=f"{shown} (now)",
-                         new_label=f"{shown} (after this change)", max_chars=self.diff_chars)
+        try:
+            diff = text_diff(old, data, old_label=f"{shown} (now)",
+                             new_label=f"{shown} (after this change)",
+                             max_chars=self.diff_chars)
+        except FsError:  # not text
+            return None
         return diff.text if diff is not None and diff.complete else None
 
     # -- outdated changes: the diff since, and merging ---------------------------------
@@ -757,19 +762,22 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             details.update(deleted=True, diff=None, diff_complete=True, counts_as_read=counts)
             message = f"{display} was deleted since you read it"
         else:
-            diff = text_diff(base, current.data, old_label=f"{display} (as you read it)",
-                             new_label=f"{display} (now)",
-                             max_chars=self.diff_chars) if current.complete else None
+            diff, why = None, f"it is now over the {self.size_cap}-byte cap"
+            if current.complete:
+                why = "the change is too large to show"
+                try:
+                    diff = text_diff(base, current.data, max_chars=self.diff_chars,
+                                     old_label=f"{display} (as you read it)",
+                                     new_label=f"{display} (now)")
+                except FsError:
+                    why = "it is not text, so the change cannot be shown"
             complete = diff is not None and diff.complete
             counts = complete and self.ledger.record_if(
                 key, expected, current.version, size=current.size, content=current.data)
             details.update(current_version=str(current.version),
                            diff=diff.text if diff is not None else None,
                            diff_complete=complete, counts_as_read=counts)
-            message = err.message
-            if diff is None:
-                message += ("; the change is too large to show" if current.complete
-                            else f"; it is now over the {self.size_cap}-byte cap")
+            message = err.message if diff is not None else f"{err.message}; {why}"
         out = fs_error("stale", message, path=target.display, details=details)
         out.__cause__ = err.__cause__
         return out
