@@ -30,6 +30,17 @@ PARAMS = BACKENDS + [f"{name}-async" for name in BACKENDS]
 @pytest.fixture(params=PARAMS)
 def backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backend]:
     """A fresh root on each backend; S3, GCS and Azure talk to real local servers."""
+    yield from _backend(request, tmp_path)
+
+
+@pytest.fixture(params=BACKENDS)
+def sync_backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backend]:
+    """:func:`backend` without the async runs: for behaviours of the policy layer, which
+    the async path reaches through the same code (the ``backend`` tests cover that path)."""
+    yield from _backend(request, tmp_path)
+
+
+def _backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backend]:
     name, _, mode = request.param.partition("-")
     b: Backend
     if name == "memory":

@@ -65,15 +65,15 @@ def test_an_edit_of_untouched_lines_is_merged(backend: Backend) -> None:
     assert _ok(_edit(ws, "line 31", "line thirty-one")).merged is False
 
 
-def test_an_edit_of_a_touched_line_is_refused_with_the_diff(backend: Backend) -> None:
-    backend.put("f.txt", FORTY)
-    ws = backend.workspace(policy=MERGE)
+def test_an_edit_of_a_touched_line_is_refused_with_the_diff(sync_backend: Backend) -> None:
+    sync_backend.put("f.txt", FORTY)
+    ws = sync_backend.workspace(policy=MERGE)
     ws.read("f.txt")
     theirs = FORTY.replace(b"line 30\n", b"line 30 (theirs)\n")
-    backend.put("f.txt", theirs)
+    sync_backend.put("f.txt", theirs)
     err = _stale(_edit(ws, "line 30\n", "line thirty\n"))
     assert "-line 30\n+line 30 (theirs)\n" in err.details["diff"]
-    assert backend.get("f.txt") == theirs
+    assert sync_backend.get("f.txt") == theirs
 
 
 @pytest.mark.parametrize(("theirs", "why"), [
@@ -92,95 +92,95 @@ def test_an_edit_whose_match_moved_or_multiplied_is_refused(
     assert backend.get("f.txt") == theirs, why
 
 
-def test_a_match_that_would_start_in_their_line_is_refused(backend: Backend) -> None:
+def test_a_match_that_would_start_in_their_line_is_refused(sync_backend: Backend) -> None:
     # "a\na" matched lines 2-3; their change of line 1 to "a" makes the first match
     # start in their line: replacing there would replace their line.
-    backend.put("f.txt", b"b\na\na\nc\n")
-    ws = backend.workspace(policy=MERGE)
+    sync_backend.put("f.txt", b"b\na\na\nc\n")
+    ws = sync_backend.workspace(policy=MERGE)
     ws.read("f.txt")
-    backend.put("f.txt", b"a\na\na\nc\n")
+    sync_backend.put("f.txt", b"a\na\na\nc\n")
     _stale(_edit(ws, "a\na", "X"))
-    assert backend.get("f.txt") == b"a\na\na\nc\n"
+    assert sync_backend.get("f.txt") == b"a\na\na\nc\n"
 
 
-def test_replace_all_merges_when_every_match_is_untouched(backend: Backend) -> None:
-    backend.put("f.txt", b"x = 1\nkeep\nx = 1\nkeep\nother\n")
-    ws = backend.workspace(policy=MERGE)
+def test_replace_all_merges_when_every_match_is_untouched(sync_backend: Backend) -> None:
+    sync_backend.put("f.txt", b"x = 1\nkeep\nx = 1\nkeep\nother\n")
+    ws = sync_backend.workspace(policy=MERGE)
     ws.read("f.txt")
-    backend.put("f.txt", b"x = 1\nkeep\nx = 1\nkeep\nOTHER\n")
+    sync_backend.put("f.txt", b"x = 1\nkeep\nx = 1\nkeep\nOTHER\n")
     result = _ok(_edit(ws, "x = 1", "x = 2", replace_all=True))
     assert result.merged and result.replacements == 2 and result.merged_lines == [(5, 5)]
-    assert backend.get("f.txt") == b"x = 2\nkeep\nx = 2\nkeep\nOTHER\n"
+    assert sync_backend.get("f.txt") == b"x = 2\nkeep\nx = 2\nkeep\nOTHER\n"
 
 
-def test_a_merged_edit_keeps_the_current_bytes(backend: Backend) -> None:
+def test_a_merged_edit_keeps_the_current_bytes(sync_backend: Backend) -> None:
     original = b"\xef\xbb\xbfa\r\nb\r\nc\r\nd\r\ne\r\n"
-    backend.put("w.txt", original)
-    ws = backend.workspace(policy=MERGE)
+    sync_backend.put("w.txt", original)
+    ws = sync_backend.workspace(policy=MERGE)
     ws.read("w.txt")
-    backend.put("w.txt", original.replace(b"a\r\n", b"A\r\n"))
+    sync_backend.put("w.txt", original.replace(b"a\r\n", b"A\r\n"))
     assert _ok(_edit(ws, "d\ne", "D\nE", path="w.txt")).merged
-    assert backend.get("w.txt") == b"\xef\xbb\xbfA\r\nb\r\nc\r\nD\r\nE\r\n"
+    assert sync_backend.get("w.txt") == b"\xef\xbb\xbfA\r\nb\r\nc\r\nD\r\nE\r\n"
 
 
 # -- writes ---------------------------------------------------------------------------
 
 
-def test_a_write_of_other_lines_is_merged_three_way(backend: Backend) -> None:
-    backend.put("f.txt", FORTY)
-    ws = backend.workspace(policy=MERGE)
+def test_a_write_of_other_lines_is_merged_three_way(sync_backend: Backend) -> None:
+    sync_backend.put("f.txt", FORTY)
+    ws = sync_backend.workspace(policy=MERGE)
     ws.read("f.txt")
-    backend.put("f.txt", FORTY.replace(b"line 5\n", b"line five\n"))
+    sync_backend.put("f.txt", FORTY.replace(b"line 5\n", b"line five\n"))
     mine = FORTY.replace(b"line 30\n", b"line thirty\nline 30.5\n").decode()
     out = ws.execute("write", {"file_path": "f.txt", "content": mine})
     result = _ok(out)
     assert result.merged is True and result.merged_lines == [(5, 5)]
     assert "Merged with a change made since you read it: line 5." in out.text
-    assert backend.get("f.txt") == FORTY.replace(b"line 5\n", b"line five\n").replace(
+    assert sync_backend.get("f.txt") == FORTY.replace(b"line 5\n", b"line five\n").replace(
         b"line 30\n", b"line thirty\nline 30.5\n")
 
 
-def test_a_write_next_to_their_change_is_refused(backend: Backend) -> None:
-    backend.put("f.txt", FORTY)
-    ws = backend.workspace(policy=MERGE)
+def test_a_write_next_to_their_change_is_refused(sync_backend: Backend) -> None:
+    sync_backend.put("f.txt", FORTY)
+    ws = sync_backend.workspace(policy=MERGE)
     ws.read("f.txt")
     theirs = FORTY.replace(b"line 5\n", b"line five\n")
-    backend.put("f.txt", theirs)
+    sync_backend.put("f.txt", theirs)
     mine = FORTY.replace(b"line 6\n", b"line six\n").decode()  # adjacent: refused
     err = _stale(ws.execute("write", {"file_path": "f.txt", "content": mine}))
     assert err.details["counts_as_read"] is True
-    assert backend.get("f.txt") == theirs
+    assert sync_backend.get("f.txt") == theirs
     # It saw the whole change: written again, knowingly, it replaces the file.
     assert not _ok(ws.execute("write", {"file_path": "f.txt", "content": mine})).merged
-    assert backend.get("f.txt") == mine.encode()
+    assert sync_backend.get("f.txt") == mine.encode()
 
 
-def test_written_lines_take_the_current_line_ending_and_bom(backend: Backend) -> None:
-    backend.put("w.txt", b"a\nb\nc\nd\ne\n")
-    ws = backend.workspace(policy=MERGE)
+def test_written_lines_take_the_current_line_ending_and_bom(sync_backend: Backend) -> None:
+    sync_backend.put("w.txt", b"a\nb\nc\nd\ne\n")
+    ws = sync_backend.workspace(policy=MERGE)
     ws.read("w.txt")
-    backend.put("w.txt", b"\xef\xbb\xbfA\r\nb\r\nc\r\nd\r\ne\r\n")
+    sync_backend.put("w.txt", b"\xef\xbb\xbfA\r\nb\r\nc\r\nd\r\ne\r\n")
     _ok(ws.execute("write", {"file_path": "w.txt", "content": "a\nb\nc\nD\nE\nF\n"}))
-    assert backend.get("w.txt") == b"\xef\xbb\xbfA\r\nb\r\nc\r\nD\r\nE\r\nF\r\n"
+    assert sync_backend.get("w.txt") == b"\xef\xbb\xbfA\r\nb\r\nc\r\nD\r\nE\r\nF\r\n"
 
 
-def test_adapters_follow_the_workspace_policy(backend: Backend) -> None:
+def test_adapters_follow_the_workspace_policy(sync_backend: Backend) -> None:
     from toolfs.integrations.anthropic import TextEditor
     from toolfs.integrations.openai import apply_patch
 
-    backend.put("a.py", FORTY)
-    ws = toolfs.Workspace(backend.fs, root=backend.root, policy=MERGE)
+    sync_backend.put("a.py", FORTY)
+    ws = toolfs.Workspace(sync_backend.fs, root=sync_backend.root, policy=MERGE)
     editor = TextEditor(ws)
     assert not editor.execute({"command": "view", "path": "a.py"}).is_error
-    backend.put("a.py", FORTY.replace(b"line 5\n", b"line five\n"))
+    sync_backend.put("a.py", FORTY.replace(b"line 5\n", b"line five\n"))
     assert not editor.execute({"command": "str_replace", "path": "a.py",
                                "old_str": "line 30", "new_str": "line thirty"}).is_error
     ws2 = ws.new_context()
     ws2.read("a.py")
-    backend.put("a.py", backend.get("a.py").replace(b"line 1\n", b"line one\n"))
+    sync_backend.put("a.py", sync_backend.get("a.py").replace(b"line 1\n", b"line one\n"))
     assert not apply_patch(ws2, {"type": "update_file", "path": "a.py",
                                  "diff": "@@\n line 19\n-line 20\n+line twenty\n"}).is_error
-    assert backend.get("a.py") == FORTY.replace(b"line 5\n", b"line five\n").replace(
+    assert sync_backend.get("a.py") == FORTY.replace(b"line 5\n", b"line five\n").replace(
         b"line 30", b"line thirty").replace(b"line 1\n", b"line one\n").replace(
         b"line 20\n", b"line twenty\n")
 
@@ -232,10 +232,10 @@ def test_agents_on_their_own_lines_all_land(backend: Backend) -> None:
     assert firsts["first"] >= 0.95 * SLOTS * rounds, (firsts, codes)
 
 
-def test_of_two_edits_of_one_line_at_most_one_lands(backend: Backend) -> None:
-    backend.put("f.txt", FORTY)
+def test_of_two_edits_of_one_line_at_most_one_lands(sync_backend: Backend) -> None:
+    sync_backend.put("f.txt", FORTY)
     results: list[toolfs.ToolOutput] = []
-    pairs = [backend.workspace(policy=MERGE) for _ in range(2)]
+    pairs = [sync_backend.workspace(policy=MERGE) for _ in range(2)]
     for ws in pairs:
         ws.read("f.txt")
     gate = threading.Barrier(2)
@@ -252,13 +252,13 @@ def test_of_two_edits_of_one_line_at_most_one_lands(backend: Backend) -> None:
         t.join()
     landed = [r for r in results if not r.is_error]
     assert len(landed) == 1 and _stale(next(r for r in results if r.is_error))
-    final = backend.get("f.txt")
+    final = sync_backend.get("f.txt")
     assert final.count(b"line 7 by") == 1 and b"line 7\n" not in final
 
 
-def test_parallel_calls_of_one_context_merge(backend: Backend) -> None:
-    backend.put("f.txt", FORTY)
-    ws = backend.workspace(policy=MERGE)
+def test_parallel_calls_of_one_context_merge(sync_backend: Backend) -> None:
+    sync_backend.put("f.txt", FORTY)
+    ws = sync_backend.workspace(policy=MERGE)
     ws.read("f.txt")
     gate = threading.Barrier(4)
     outs: list[toolfs.ToolOutput] = []
@@ -273,14 +273,14 @@ def test_parallel_calls_of_one_context_merge(backend: Backend) -> None:
     for t in threads:
         t.join()
     assert all(not o.is_error for o in outs), [o.text for o in outs if o.is_error]
-    assert backend.get("f.txt").count(b"edited") == 4
+    assert sync_backend.get("f.txt").count(b"edited") == 4
 
 
-def test_refused_edits_land_on_their_next_call_without_a_read(backend: Backend) -> None:
+def test_refused_edits_land_on_their_next_call_without_a_read(sync_backend: Backend) -> None:
     """Refuse mode: each agent's refusal shows the whole change, so the same call made
     next (before anyone else commits) lands."""
-    backend.put("slots.txt", _slots_file())
-    agents = [backend.workspace() for _ in range(4)]
+    sync_backend.put("slots.txt", _slots_file())
+    agents = [sync_backend.workspace() for _ in range(4)]
     for ws in agents:
         ws.read("slots.txt")
     turn = threading.Lock()
@@ -305,56 +305,62 @@ def test_refused_edits_land_on_their_next_call_without_a_read(backend: Backend) 
         t.join()
     assert any(refused for refused, _ in outcomes)
     assert all(landed for _, landed in outcomes), outcomes
-    assert backend.get("slots.txt").startswith(b"slot0=3\nslot1=3\nslot2=3\nslot3=3\n")
+    assert sync_backend.get("slots.txt").startswith(b"slot0=3\nslot1=3\nslot2=3\nslot3=3\n")
 
 
-def _process_agent(made: bytes, root: str, k: int, rounds: int, out: str) -> None:
-    cls, options = pickle.loads(made)
-    fs = cls(skip_instance_cache=True, **options)
-    ws = toolfs.Workspace(fs, root=root, policy=MERGE)
-    ws.read("slots.txt")
-    firsts: Counter[str] = Counter()
-    codes: Counter[str] = Counter()
-    _slot_agent(ws, k, rounds, firsts, codes)
-    pathlib.Path(out).write_text(f"{firsts['first']} {firsts['retry']} "
-                                 f"{','.join(sorted(codes))}")
+def _process_agent(made: bytes, k: int, rounds: int, out: str) -> None:
+    """One process: this agent's edits on each backend in turn (the others race it)."""
+    lines = []
+    for cls, options, root in pickle.loads(made):
+        ws = toolfs.Workspace(cls(skip_instance_cache=True, **options), root=root,
+                              policy=MERGE)
+        ws.read("slots.txt")
+        firsts: Counter[str] = Counter()
+        codes: Counter[str] = Counter()
+        _slot_agent(ws, k, rounds, firsts, codes)
+        lines.append(f"{firsts['first']} {','.join(sorted(codes))}")
+    pathlib.Path(out).write_text("\n".join(lines))
 
 
-@pytest.mark.parametrize("name", ["local", "s3", "seaweedfs", "gcs", "azure"])
-def test_processes_on_their_own_lines_all_land(name: str, tmp_path: pathlib.Path,
+CROSS_PROCESS = ["local", "s3", "seaweedfs", "gcs", "azure"]
+
+
+def test_processes_on_their_own_lines_all_land(tmp_path: pathlib.Path,
                                                request: pytest.FixtureRequest) -> None:
-    backend: Backend
-    if name == "local":
-        backend = LocalBackend(str(tmp_path / "root"))
-    else:
-        backend = request.getfixturevalue(f"{name}_backend")
-    backend.setup()
+    """Four processes, each an agent on every backend shared across processes, racing
+    the others on its own line (spawned once for all backends: a spawn costs seconds)."""
+    backends: list[Backend] = [LocalBackend(str(tmp_path / "root")), *(
+        request.getfixturevalue(f"{name}_backend") for name in CROSS_PROCESS[1:])]
+    for b in backends:
+        b.setup()
     try:
-        assert backend.capabilities.cross_process
-        backend.put("slots.txt", _slots_file())
+        for b in backends:
+            assert b.capabilities.cross_process, b.name
+            b.put("slots.txt", _slots_file())
         rounds, procs = 5, 4
+        # Each filesystem's class and options (an s3fs session of this process stays here).
+        made = pickle.dumps([(type(b.fs), {k: v for k, v in b.fs.storage_options.items()
+                                           if k != "session"}, b.root) for b in backends])
         ctx = multiprocessing.get_context("spawn")
-        # The filesystem's class and options (an s3fs session of this process stays here).
-        made = pickle.dumps((type(backend.fs), {
-            k: v for k, v in backend.fs.storage_options.items() if k != "session"}))
-        workers = [ctx.Process(target=_process_agent, args=(
-            made, backend.root, k, rounds, str(tmp_path / f"{k}.out")))
-            for k in range(procs)]
+        workers = [ctx.Process(target=_process_agent,
+                               args=(made, k, rounds, str(tmp_path / f"{k}.out")))
+                   for k in range(procs)]
         for p in workers:
             p.start()
         for p in workers:
-            p.join(180)
+            p.join(300)
             assert p.exitcode == 0
-        firsts = 0
-        for k in range(procs):
-            first, _retry, codes = (tmp_path / f"{k}.out").read_text().split(" ")
-            firsts += int(first)
-            assert set(filter(None, codes.split(","))) <= {"stale"}
+        reports = [(tmp_path / f"{k}.out").read_text().splitlines() for k in range(procs)]
         expected = "".join(f"slot{k}={rounds if k < procs else 0}\n" for k in range(SLOTS))
-        assert backend.get("slots.txt") == expected.encode()
-        assert firsts >= 0.95 * procs * rounds
+        for i, b in enumerate(backends):
+            assert b.get("slots.txt") == expected.encode(), b.name
+            firsts = sum(int(report[i].split(" ")[0]) for report in reports)
+            codes = {c for report in reports for c in report[i].split(" ")[1].split(",") if c}
+            assert codes <= {"stale"}, (b.name, codes)
+            assert firsts >= 0.95 * procs * rounds, (b.name, firsts)
     finally:
-        backend.teardown()
+        for b in backends:
+            b.teardown()
 
 
 # -- the three-way merge against a reference ------------------------------------------
