@@ -19,7 +19,7 @@ import toolfs
 from tests.backends import Backend
 from toolfs.diff import diff_lines, line_keys, split_lines_keepends, unified
 from toolfs.errors import STALE_SHOWN_ADVICE
-from toolfs.integrations.anthropic import TextEditor
+from toolfs.integrations.anthropic import MemoryTool, TextEditor
 from toolfs.integrations.deepagents import ToolfsBackend
 from toolfs.integrations.openai import apply_patch
 
@@ -171,6 +171,13 @@ def test_adapters_show_the_diff(sync_backend: Backend) -> None:
                             "diff": "@@\n-line 20\n+line twenty\n"})
     assert out.error is not None and out.error.code == "stale"
     assert "-line 1\n+line one\n" in out.text
+
+    memory = MemoryTool(ws.new_context())
+    assert not memory.execute_input({"command": "view", "path": "/memories/a.py"}).is_error
+    sync_backend.put("a.py", sync_backend.get("a.py").replace(b"line 3\n", b"line three\n"))
+    out = memory.execute_input({"command": "str_replace", "path": "/memories/a.py",
+                          "old_str": "line 22", "new_str": "line twenty-two"})
+    assert out.error is not None and "-line 3\n+line three\n" in out.text
 
     ws3 = ws.new_context()
     agent = ToolfsBackend(ws3)
