@@ -241,9 +241,9 @@ class ToolfsMCP:
             # MCP reports an unknown tool as a protocol error; bad arguments are tool errors.
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name[:50]!r}")
         output = await self._context(ctx).execute(params.name, params.arguments or {})
-        return self.call_result(output)
+        return self._call_result(output)
 
-    def call_result(self, output: ToolOutput) -> types.CallToolResult:
+    def _call_result(self, output: ToolOutput) -> types.CallToolResult:
         """``output`` as an MCP ``CallToolResult``, credentials masked in errors.
 
         Both parts hold no more than the workspace's output budget, and every string is
@@ -373,6 +373,12 @@ class ToolfsMCP:
         asyncio.run(self.run_stdio())
 
 
+_END_OF_INPUT_WAIT = 300.0
+"""How long the end of a stdio client's input waits for the answers still owed: longer
+than a tool call takes (its requests are bounded), short enough that a request the SDK
+never answers cannot keep the server alive."""
+
+
 class _StreamAnswers:
     """The read side of a stream transport (stdio), as the server loop reads it, with two
     answers the SDK's stdio transport leaves out:
@@ -385,7 +391,8 @@ class _StreamAnswers:
       "Connection closed", while a tool's worker thread may still complete a write: a
       client told the call failed would retry a change that landed. The end is held back
       here until every request read has been answered (or cancelled by the client), so
-      each gets its real answer; a call is bounded by the workspace, so this ends.
+      each gets its real answer; at most :data:`_END_OF_INPUT_WAIT` seconds, after which
+      the SDK answers what is left as before.
     """
 
     def __init__(self, read: Any, write: Any) -> None:
@@ -406,9 +413,10 @@ class _StreamAnswers:
             try:
                 item: SessionMessage | Exception = await self._read.receive()
             except anyio.EndOfStream:
-                while self._pending:
-                    await self._answered.wait()
-                    self._answered = anyio.Event()
+                with anyio.move_on_after(_END_OF_INPUT_WAIT):
+                    while self._pending:
+                        await self._answered.wait()
+                        self._answered = anyio.Event()
                 raise
             if isinstance(item, Exception):
                 await self._write.send(SessionMessage(_unreadable(item)))
