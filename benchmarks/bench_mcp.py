@@ -15,7 +15,7 @@ Servers (each spawned by the client over stdio, handshake-era protocol, no clien
 Workload, per iteration: read a ~12 KB source file whole, then edit one line (a marker
 toggled between two values). Calls alternate between the servers, the order flipping
 each iteration, so load from other processes hits them alike. The table gives the median
-and 90th percentile per call in milliseconds, and the time to spawn and initialise.
+and 90th percentile per call in milliseconds, and the time to spawn and initialise each server.
 
 Usage: ``python benchmarks/bench_mcp.py [--tiny] [--iterations N] [--no-reference]``.
 """
@@ -346,10 +346,10 @@ def main(argv: list[str] | None = None) -> int:
                 samples = getattr(t, op)
                 rows.append([label, name, len(samples), f"{_ms(samples):.2f}",
                              f"{_ms(samples, 0.9):.2f}"])
-        for name, t in timings.items():
-            rows.append(["spawn + initialize", name, 1, f"{t.startup * 1e3:.0f}", "-"])
         print(markdown_table(["call", "server", "n", "median ms", "p90 ms"], rows))
         print()
+        print("- spawn + initialize (once): " + ", ".join(
+            f"{name} {t.startup * 1e3:,.0f} ms" for name, t in timings.items()))
         worst = max(_ms(getattr(t, op)) for name, t in timings.items()
                     if name.startswith("toolfs") for op in ("read", "edit"))
         print(f"- toolfs's slowest median: {worst:.2f} ms per call; bound {BOUND_MS:.0f} ms: "
