@@ -15,7 +15,9 @@ Servers (each spawned by the client over stdio, handshake-era protocol, no clien
 Workload, per iteration: read a ~12 KB source file whole, then edit one line (a marker
 toggled between two values). Calls alternate between the servers, the order flipping
 each iteration, so load from other processes hits them alike. The table gives the median
-and 90th percentile per call in milliseconds, and the time to spawn and initialise each server.
+and 90th percentile per call in milliseconds, the CPU time per call of the server and the
+client together (Linux: what a call costs apart from waiting for a CPU, which dominates
+on a busy machine), and the time to spawn and initialise each server.
 
 Usage: ``python benchmarks/bench_mcp.py [--tiny] [--iterations N] [--no-reference]``.
 """
@@ -119,6 +121,8 @@ class Server:
     edits_list: bool = False
     """Reference ``edit_file`` takes ``edits: [{oldText, newText}]``."""
     log: Path | None = None
+    pid: int | None = None
+    """The server process, for its CPU time (Linux)."""
     in_memory: bool = False
     """toolfs over ``memory://``: the file is created with its ``write`` tool."""
 
@@ -187,7 +191,36 @@ async def connect(server: Server) -> AsyncIterator[tuple[Client, float]]:
                                   f"{cause}; stderr: {_tail(server.log)}") from exc
             startup = time.perf_counter() - t0
             pick_tools(server, (await client.list_tools()).tools)
+            server.pid = _child_pid(server.command)
             yield client, startup
+
+
+def _child_pid(command: list[str]) -> int | None:
+    """The pid of this process's child running ``command`` (Linux ``/proc``), if found."""
+    wanted = "\0".join(command).encode()
+    for entry in Path("/proc").iterdir() if Path("/proc/self/stat").exists() else ():
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == os.getpid() and (entry / "cmdline").read_bytes().rstrip(b"\0") == wanted:
+                return int(entry.name)
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
+def cpu_ns(pid: int | None) -> int:
+    """CPU time a process has run, all its threads, in ns (``schedstat``; 0 if unknown).
+
+    Per call it tells what the server costs apart from waiting for a CPU, which on a
+    busy machine is most of the wall time."""
+    if pid is None:
+        return 0
+    total = 0
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                total += int((task / "schedstat").read_text().split()[0])
+    return total
 
 
 def _failure(server: Server, exc: BaseException) -> str:
@@ -242,6 +275,8 @@ class Timings:
     startup: float = 0.0
     read: list[int] = field(default_factory=list)
     edit: list[int] = field(default_factory=list)
+    cpu: dict[str, list[int]] = field(default_factory=lambda: {"read": [], "edit": []})
+    """Per call: the server's CPU ns plus the client's (this process's) CPU ns."""
 
 
 async def run_latency(servers: list[Server], iterations: int, warmup: int
@@ -265,22 +300,22 @@ async def run_latency(servers: list[Server], iterations: int, warmup: int
         for i in range(warmup + iterations):
             for server in servers if i % 2 else servers[::-1]:
                 client, t = clients[server.name], timings[server.name]
-                t0 = time.perf_counter_ns()
-                ok, text = await call(client, server.read_tool,
-                                      server.read_args("workload.py"))
-                t1 = time.perf_counter_ns()
-                if not ok:
-                    raise RuntimeError(f"{server.name} read failed: {text[:300]}")
                 old, new = (MARK_A, MARK_B) if has_a[server.name] else (MARK_B, MARK_A)
-                ok, text = await call(client, server.edit_tool,
-                                      server.edit_args("workload.py", old, new))
-                t2 = time.perf_counter_ns()
-                if not ok:
-                    raise RuntimeError(f"{server.name} edit failed: {text[:300]}")
+                for op, tool, args in (
+                        ("read", server.read_tool, server.read_args("workload.py")),
+                        ("edit", server.edit_tool, server.edit_args("workload.py", old, new))):
+                    cpu0, mine0 = cpu_ns(server.pid), time.process_time_ns()
+                    t0 = time.perf_counter_ns()
+                    ok, text = await call(client, tool, args)
+                    t1 = time.perf_counter_ns()
+                    cpu = cpu_ns(server.pid) - cpu0 + time.process_time_ns() - mine0
+                    if not ok:
+                        raise RuntimeError(f"{server.name} {op} failed: {text[:300]}")
+                    if i >= warmup:
+                        getattr(t, op).append(t1 - t0)
+                        if server.pid is not None:
+                            t.cpu[op].append(cpu)
                 has_a[server.name] = not has_a[server.name]
-                if i >= warmup:
-                    t.read.append(t1 - t0)
-                    t.edit.append(t2 - t1)
     return timings
 
 
@@ -344,9 +379,10 @@ def main(argv: list[str] | None = None) -> int:
         for op, label in (("read", "read ~12 KB file"), ("edit", "edit one line")):
             for name, t in timings.items():
                 samples = getattr(t, op)
+                cpu = f"{_ms(t.cpu[op]):.2f}" if t.cpu[op] else "n/a"
                 rows.append([label, name, len(samples), f"{_ms(samples):.2f}",
-                             f"{_ms(samples, 0.9):.2f}"])
-        print(markdown_table(["call", "server", "n", "median ms", "p90 ms"], rows))
+                             f"{_ms(samples, 0.9):.2f}", cpu])
+        print(markdown_table(["call", "server", "n", "median ms", "p90 ms", "CPU ms"], rows))
         print()
         print("- spawn + initialize (once): " + ", ".join(
             f"{name} {t.startup * 1e3:,.0f} ms" for name, t in timings.items()))
@@ -354,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
                     if name.startswith("toolfs") for op in ("read", "edit"))
         print(f"- toolfs's slowest median: {worst:.2f} ms per call; bound {BOUND_MS:.0f} ms: "
               f"{'held' if worst < BOUND_MS else 'NOT HELD'}")
+        print("- CPU ms: median CPU time per call of the server process (all threads) and "
+              "the client, what a call costs apart from waiting for a CPU, the disk or the "
+              "pipes")
         for note in notes:
             print(f"- {note}")
         return 0

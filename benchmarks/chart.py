@@ -6,8 +6,9 @@ A table on the page is charted when a marker comment stands right above it:
          bound="10" -->
 
 ``label`` names the columns joined into each bar's label, ``value`` the column whose
-numbers the bars show (one panel per marker, bars scaled to the panel's largest value),
-``bound`` (optional) draws a dashed line at that value. The chart is always drawn from
+numbers the bars show (one panel per marker, bars scaled to the panel's largest value;
+markers may be stacked to chart several columns of one table), ``bound`` (optional)
+draws a dashed line at that value. The chart is always drawn from
 the page, so the two cannot disagree: after changing a charted table, run
 
     python benchmarks/chart.py          # writes docs/benchmarks.svg
@@ -62,7 +63,10 @@ def panels(page: str) -> list[Panel]:
     for marker in MARKER.finditer(page):
         attrs = dict(ATTRIBUTE.findall(marker.group(1)))
         rows = []
-        for line in page[marker.end():].lstrip("\n").splitlines():
+        below = page[marker.end():].lstrip()
+        while below.startswith("<!--"):  # several charts of one table: markers stacked
+            below = below[below.index("-->") + 3:].lstrip()
+        for line in below.splitlines():
             if not line.startswith("|"):
                 break
             rows.append(_cells(line))
@@ -110,7 +114,7 @@ def svg(charted: list[Panel]) -> str:
             x = label_width + panel.bound * scale
             parts.append(f'<line x1="{x:.1f}" y1="{first - 4}" x2="{x:.1f}" y2="{y}" '
                          'class="bound"/>')
-            parts.append(f'<text x="{x + 3:.1f}" y="{first - 6}" class="value">'
+            parts.append(f'<text x="{x - 3:.1f}" y="{first - 6}" class="label">'
                          f"bound {panel.bound:g}</text>")
         y += PANEL_GAP
     style = ("text{font-family:sans-serif;font-size:12px;fill:#222}"
