@@ -4,7 +4,8 @@ The SDK's stdio transport serves the stream; what must hold on the wire: a messa
 than asyncio's default 64 KiB line limit gets through; output printed by code inside the
 server goes to stderr, never onto the JSON-RPC wire; a line that is no message is answered
 with a JSON-RPC error (never left unanswered); calls in flight when the input ends get
-their real answers, a cancelled call none; and a served stream leaves no descriptor open.
+their real answers, a cancelled call none, a call the closed workspace cannot run a tool
+error; and a served stream leaves no descriptor open.
 The raw-wire tests serve ``ToolfsMCP.run_stdio`` in this process over two real pipes.
 """
 
@@ -273,3 +274,14 @@ async def test_a_cancelled_call_is_never_answered_nor_waited_for_at_the_end() ->
     assert [a for a in [*client.early, *rest] if a.get("id") == 7] == []
     if fds is not None:
         assert len(os.listdir("/proc/self/fd")) == fds
+
+
+@pytest.mark.anyio
+async def test_a_call_the_closed_workspace_cannot_run_is_answered_as_a_tool_error() -> None:
+    async with wire() as client:
+        await client.initialize()
+        client.server.workspace.close()  # the worker threads every context shares
+        answer = await client.call("read", {"file_path": "a.txt"})
+        assert answer["result"]["isError"] is True
+        assert answer["result"]["structuredContent"]["error"]["code"] == "backend_error"
+        await client.close()
