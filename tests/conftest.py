@@ -16,8 +16,6 @@ from tests.backends import (
     S3Backend,
     SeaweedBackend,
 )
-from toolfs.integrations import mcp_server
-from toolfs.integrations.mcp_server import _EXCLUSIVE_WAKEUPS
 from toolfs.testing.azurite import AzuriteEmulator
 from toolfs.testing.emulators import GCSEmulator, S3Emulator
 from toolfs.testing.seaweedfs import SeaweedFSEmulator
@@ -112,14 +110,3 @@ def azure_backend(azure_emulator: AzuriteEmulator) -> AzureBackend:
 def seaweedfs_backend(seaweedfs_emulator: SeaweedFSEmulator) -> SeaweedBackend:
     return SeaweedBackend(seaweedfs_emulator)
 
-
-# How idle stdio lane threads wait for input, as this platform has them: all at once, the
-# kernel waking one per line (EPOLLEXCLUSIVE, Linux), and one at a time (everywhere).
-LANE_WAKEUPS = ["exclusive", "one-watcher"] if _EXCLUSIVE_WAKEUPS else ["one-watcher"]
-
-
-@pytest.fixture(params=LANE_WAKEUPS)
-def lane_wakeups(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The stdio lane tests run with each way its threads can wait for input."""
-    monkeypatch.setattr(mcp_server, "_EXCLUSIVE_WAKEUPS", request.param == "exclusive")
-    return str(request.param)

@@ -43,7 +43,7 @@ def test_help_everywhere(capsys: pytest.CaptureFixture[str], argv: list[str]) ->
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(capsys, "--version")[:2] == (0, "toolfs 0.1.0\n")
+    assert run(capsys, "--version")[:2] == (0, "toolfs 0.2.0\n")
 
 
 @pytest.mark.parametrize(("argv", "code", "message"), [
