@@ -83,8 +83,11 @@ def machine_facts() -> str:
         pass
     # The CPUs this process may use, as `nproc` counts them (not the host's total).
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    # Shared machines: the load when the run started says how busy the CPUs were.
+    load = (f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg")
+            else "")
     return (f"machine: {cpus} CPUs ({cpu}), Python {platform.python_version()} "
-            f"({sys.implementation.name}), {platform.system()} {platform.release()}")
+            f"({sys.implementation.name}), {platform.system()} {platform.release()}{load}")
 
 
 def ask_worker(proc: subprocess.Popen[str], request: str, who: str) -> Any:

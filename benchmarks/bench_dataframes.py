@@ -17,8 +17,8 @@ from typing import Any
 
 import fsspec
 import pandas as pd
-from _common import markdown_table
 
+from _common import markdown_table
 from toolfs.policy import PolicyFileSystem
 from toolfs.testing.emulators import S3Emulator
 

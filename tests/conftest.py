@@ -16,8 +16,6 @@ from tests.backends import (
     S3Backend,
     SeaweedBackend,
 )
-from toolfs.integrations import mcp_server
-from toolfs.integrations.mcp_server import _EXCLUSIVE_WAKEUPS
 from toolfs.testing.azurite import AzuriteEmulator
 from toolfs.testing.emulators import GCSEmulator, S3Emulator
 from toolfs.testing.seaweedfs import SeaweedFSEmulator
@@ -30,6 +28,17 @@ PARAMS = BACKENDS + [f"{name}-async" for name in BACKENDS]
 @pytest.fixture(params=PARAMS)
 def backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backend]:
     """A fresh root on each backend; S3, GCS and Azure talk to real local servers."""
+    yield from _backend(request, tmp_path)
+
+
+@pytest.fixture(params=BACKENDS)
+def sync_backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backend]:
+    """:func:`backend` without the async runs: for behaviours of the policy layer, which
+    the async path reaches through the same code (the ``backend`` tests cover that path)."""
+    yield from _backend(request, tmp_path)
+
+
+def _backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backend]:
     name, _, mode = request.param.partition("-")
     b: Backend
     if name == "memory":
@@ -101,14 +110,3 @@ def azure_backend(azure_emulator: AzuriteEmulator) -> AzureBackend:
 def seaweedfs_backend(seaweedfs_emulator: SeaweedFSEmulator) -> SeaweedBackend:
     return SeaweedBackend(seaweedfs_emulator)
 
-
-# How idle stdio lane threads wait for input, as this platform has them: all at once, the
-# kernel waking one per line (EPOLLEXCLUSIVE, Linux), and one at a time (everywhere).
-LANE_WAKEUPS = ["exclusive", "one-watcher"] if _EXCLUSIVE_WAKEUPS else ["one-watcher"]
-
-
-@pytest.fixture(params=LANE_WAKEUPS)
-def lane_wakeups(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The stdio lane tests run with each way its threads can wait for input."""
-    monkeypatch.setattr(mcp_server, "_EXCLUSIVE_WAKEUPS", request.param == "exclusive")
-    return str(request.param)

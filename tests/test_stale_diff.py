@@ -19,7 +19,7 @@ import toolfs
 from tests.backends import Backend
 from toolfs.diff import diff_lines, line_keys, split_lines_keepends, unified
 from toolfs.errors import STALE_SHOWN_ADVICE
-from toolfs.integrations.anthropic import TextEditor
+from toolfs.integrations.anthropic import MemoryTool, TextEditor
 from toolfs.integrations.deepagents import ToolfsBackend
 from toolfs.integrations.openai import apply_patch
 
@@ -49,11 +49,11 @@ def test_edit_refusal_shows_the_change_and_the_retry_needs_no_read(backend: Back
         b"line 30", b"line thirty")
 
 
-def test_refusal_text_holds_the_diff_between_message_and_advice(backend: Backend) -> None:
-    backend.put("f.txt", FORTY)
-    ws = backend.workspace()
+def test_refusal_text_holds_the_diff_between_message_and_advice(sync_backend: Backend) -> None:
+    sync_backend.put("f.txt", FORTY)
+    ws = sync_backend.workspace()
     ws.read("f.txt")
-    backend.put("f.txt", FORTY.replace(b"line 5\n", b"line five\n"))
+    sync_backend.put("f.txt", FORTY.replace(b"line 5\n", b"line five\n"))
     out = ws.execute("write", {"file_path": "f.txt", "content": "mine\n"})
     err = _stale(out)
     head, _, rest = out.text.partition("\n")
@@ -64,14 +64,14 @@ def test_refusal_text_holds_the_diff_between_message_and_advice(backend: Backend
     assert out.to_dict()["error"]["details"]["diff"] == err.details["diff"]
     # The write saw every change: it may now replace the file, knowingly.
     assert not ws.execute("write", {"file_path": "f.txt", "content": "mine\n"}).is_error
-    assert backend.get("f.txt") == b"mine\n"
+    assert sync_backend.get("f.txt") == b"mine\n"
 
 
-def test_a_cut_diff_records_nothing_and_says_read(backend: Backend) -> None:
-    backend.put("f.txt", FORTY)
-    ws = backend.workspace(diff_chars=200)
+def test_a_cut_diff_records_nothing_and_says_read(sync_backend: Backend) -> None:
+    sync_backend.put("f.txt", FORTY)
+    ws = sync_backend.workspace(diff_chars=200)
     ws.read("f.txt")
-    backend.put("f.txt", FORTY.replace(b"line 5\n", b"five\n").replace(b"line 35", b"x"))
+    sync_backend.put("f.txt", FORTY.replace(b"line 5\n", b"five\n").replace(b"line 35", b"x"))
     args = {"file_path": "f.txt", "old_string": "line 20", "new_string": "twenty"}
     out = ws.execute("edit", args)
     err = _stale(out)
@@ -83,79 +83,79 @@ def test_a_cut_diff_records_nothing_and_says_read(backend: Backend) -> None:
     assert not ws.execute("edit", args).is_error
 
 
-def test_without_the_observed_bytes_there_is_no_diff(backend: Backend) -> None:
-    backend.put("f.txt", FORTY)
-    ws = backend.workspace(cache_bytes=0)  # the ledger keeps versions, not bytes
+def test_without_the_observed_bytes_there_is_no_diff(sync_backend: Backend) -> None:
+    sync_backend.put("f.txt", FORTY)
+    ws = sync_backend.workspace(cache_bytes=0)  # the ledger keeps versions, not bytes
     ws.read("f.txt")
-    backend.put("f.txt", FORTY.replace(b"line 5\n", b"line five\n"))
+    sync_backend.put("f.txt", FORTY.replace(b"line 5\n", b"line five\n"))
     args = {"file_path": "f.txt", "old_string": "line 30", "new_string": "line thirty"}
     err = _stale(ws.execute("edit", args))
     assert "diff" not in err.details
     _stale(ws.execute("edit", args))
 
 
-def test_a_file_created_since_it_was_seen_absent_is_shown_whole(backend: Backend) -> None:
-    ws = backend.workspace()
+def test_a_file_created_since_it_was_seen_absent_is_shown_whole(sync_backend: Backend) -> None:
+    ws = sync_backend.workspace()
     with pytest.raises(toolfs.FsError):
         ws.read("new.txt")  # seen absent
-    backend.put("new.txt", b"theirs\n")
+    sync_backend.put("new.txt", b"theirs\n")
     err = _stale(ws.execute("write", {"file_path": "new.txt", "content": "mine\n"}))
     assert err.details["diff"].endswith("@@ -0,0 +1 @@\n+theirs\n")
     assert err.details["counts_as_read"] is True
-    assert backend.get("new.txt") == b"theirs\n"
+    assert sync_backend.get("new.txt") == b"theirs\n"
     assert not ws.execute("write", {"file_path": "new.txt", "content": "mine\n"}).is_error
 
 
-def test_a_deleted_file_is_said_deleted_and_can_be_written_again(backend: Backend) -> None:
-    backend.put("f.txt", b"one\n")
-    ws = backend.workspace()
+def test_a_deleted_file_is_said_deleted_and_can_be_written_again(sync_backend: Backend) -> None:
+    sync_backend.put("f.txt", b"one\n")
+    ws = sync_backend.workspace()
     ws.read("f.txt")
-    backend.remove("f.txt")
+    sync_backend.remove("f.txt")
     err = _stale(ws.execute("write", {"file_path": "f.txt", "content": "1\n"}))
     assert err.details["deleted"] is True and err.details["counts_as_read"] is True
     assert "deleted since you read it" in err.message
     assert not ws.execute("write", {"file_path": "f.txt", "content": "1\n"}).is_error
-    assert backend.get("f.txt") == b"1\n"
+    assert sync_backend.get("f.txt") == b"1\n"
 
 
-def test_crlf_and_bom_files_diff_on_lines_and_keep_their_bytes(backend: Backend) -> None:
+def test_crlf_and_bom_files_diff_on_lines_and_keep_their_bytes(sync_backend: Backend) -> None:
     original = b"\xef\xbb\xbfa\r\nb\r\nc\r\nd\r\ne\r\nf\r\ng\r\nh\r\n"
-    backend.put("w.txt", original)
-    ws = backend.workspace()
+    sync_backend.put("w.txt", original)
+    ws = sync_backend.workspace()
     ws.read("w.txt")
-    backend.put("w.txt", original.replace(b"b\r\n", b"B\r\n"))
+    sync_backend.put("w.txt", original.replace(b"b\r\n", b"B\r\n"))
     err = _stale(ws.execute("edit", {"file_path": "w.txt", "old_string": "g",
                                      "new_string": "G"}))
     assert err.details["diff"].endswith("@@ -1,5 +1,5 @@\n a\n-b\n+B\n c\n d\n e\n")
     assert not ws.execute("edit", {"file_path": "w.txt", "old_string": "g",
                                    "new_string": "G"}).is_error
-    assert backend.get("w.txt") == original.replace(b"b\r\n", b"B\r\n").replace(b"g", b"G")
+    assert sync_backend.get("w.txt") == original.replace(b"b\r\n", b"B\r\n").replace(b"g", b"G")
     # A formatter that only changed the line endings: the lines are the same.
     ws.read("w.txt")
-    backend.put("w.txt", backend.get("w.txt").replace(b"\r\n", b"\n"))
+    sync_backend.put("w.txt", sync_backend.get("w.txt").replace(b"\r\n", b"\n"))
     err = _stale(ws.execute("write", {"file_path": "w.txt", "content": "x\n"}))
     assert err.details["diff"].startswith("(only the line endings")
 
 
-def test_a_diff_over_the_work_cap_is_not_shown(backend: Backend) -> None:
+def test_a_diff_over_the_work_cap_is_not_shown(sync_backend: Backend) -> None:
     many = "".join(f"{i}\n" for i in range(2000)).encode()
-    backend.put("big.txt", many)
-    ws = backend.workspace()
+    sync_backend.put("big.txt", many)
+    ws = sync_backend.workspace()
     ws.read("big.txt")
-    backend.put("big.txt", "".join(f"{i}x\n" for i in range(2000)).encode())
+    sync_backend.put("big.txt", "".join(f"{i}x\n" for i in range(2000)).encode())
     out = ws.execute("write", {"file_path": "big.txt", "content": "y\n"})
     err = _stale(out)
     assert err.details["diff"] is None and err.details["counts_as_read"] is False
     assert "too large to show" in err.message and "Read it again" in out.text
 
 
-def test_adapters_show_the_diff(backend: Backend) -> None:
-    backend.put("a.py", FORTY)
+def test_adapters_show_the_diff(sync_backend: Backend) -> None:
+    sync_backend.put("a.py", FORTY)
     # The adapters take a Workspace (sync) or an AsyncWorkspace of their own.
-    ws = toolfs.Workspace(backend.fs, root=backend.root)
+    ws = toolfs.Workspace(sync_backend.fs, root=sync_backend.root)
     editor = TextEditor(ws)
     assert not editor.execute({"command": "view", "path": "a.py"}).is_error
-    backend.put("a.py", FORTY.replace(b"line 5\n", b"line five\n"))
+    sync_backend.put("a.py", FORTY.replace(b"line 5\n", b"line five\n"))
     out = editor.execute({"command": "str_replace", "path": "a.py", "old_str": "line 30",
                           "new_str": "line thirty"})
     assert out.text.startswith("Error [stale]: a.py changed since you last viewed it\n"
@@ -166,24 +166,31 @@ def test_adapters_show_the_diff(backend: Backend) -> None:
 
     ws2 = ws.new_context()
     ws2.read("a.py")
-    backend.put("a.py", backend.get("a.py").replace(b"line 1\n", b"line one\n"))
+    sync_backend.put("a.py", sync_backend.get("a.py").replace(b"line 1\n", b"line one\n"))
     out = apply_patch(ws2, {"type": "update_file", "path": "a.py",
                             "diff": "@@\n-line 20\n+line twenty\n"})
     assert out.error is not None and out.error.code == "stale"
     assert "-line 1\n+line one\n" in out.text
 
+    memory = MemoryTool(ws.new_context())
+    assert not memory.execute_input({"command": "view", "path": "/memories/a.py"}).is_error
+    sync_backend.put("a.py", sync_backend.get("a.py").replace(b"line 3\n", b"line three\n"))
+    out = memory.execute_input({"command": "str_replace", "path": "/memories/a.py",
+                          "old_str": "line 22", "new_str": "line twenty-two"})
+    assert out.error is not None and "-line 3\n+line three\n" in out.text
+
     ws3 = ws.new_context()
     agent = ToolfsBackend(ws3)
     ws3.read("a.py")
-    backend.put("a.py", backend.get("a.py").replace(b"line 2\n", b"line two\n"))
+    sync_backend.put("a.py", sync_backend.get("a.py").replace(b"line 2\n", b"line two\n"))
     done = agent.edit("/a.py", "line 21", "line twenty-one")
     assert done.error is not None and "-line 2\n+line two\n" in done.error
     assert agent.edit("/a.py", "line 21", "line twenty-one").error is None
 
 
-def test_write_intent_events_carry_the_diff(backend: Backend) -> None:
+def test_write_intent_events_carry_the_diff(sync_backend: Backend) -> None:
     seen: list[toolfs.FsEvent] = []
-    ws = backend.workspace(subscribers=[seen.append])
+    ws = sync_backend.workspace(subscribers=[seen.append])
     ws.write("n.txt", "a\nb\n")
     ws.edit("n.txt", "b", "B")
     intents = [e for e in seen if e.type == "fs/write-intent"]
@@ -191,7 +198,7 @@ def test_write_intent_events_carry_the_diff(backend: Backend) -> None:
         "@@ -0,0 +1,2 @@\n+a\n+b\n"
     assert intents[1].diff is not None and intents[1].diff.endswith("@@ -1,2 +1,2 @@\n a\n-b\n+B\n")
     # Unconditional overwrites (no policy) replace bytes nobody holds: no diff.
-    blind = backend.workspace(policy=None, subscribers=[seen.append])
+    blind = sync_backend.workspace(policy=None, subscribers=[seen.append])
     blind.write("n.txt", "c\n")
     assert seen[-2].type == "fs/write-intent" and seen[-2].diff is None
     assert all(e.diff is None for e in ws.audit.events)  # the audit log keeps none
@@ -242,3 +249,15 @@ def test_a_large_file_with_a_few_changes_diffs_cheaply() -> None:
     assert hunks is not None and len(hunks) == 20
     assert diff_lines([f"{i}\n" for i in range(3000)], [f"{i}x\n" for i in range(3000)],
                       max_work=5_000) is None
+
+
+def test_a_binary_change_is_said_not_shown(sync_backend: Backend) -> None:
+    sync_backend.put("b.txt", b"text\n")
+    ws = sync_backend.workspace()
+    ws.read("b.txt")
+    sync_backend.put("b.txt", b"\x00\x01binary")
+    out = ws.execute("write", {"file_path": "b.txt", "content": "mine\n"})
+    err = _stale(out)
+    assert err.details["diff"] is None and err.details["counts_as_read"] is False
+    assert err.message.endswith("it is not text, so the change cannot be shown")
+    assert sync_backend.get("b.txt") == b"\x00\x01binary"

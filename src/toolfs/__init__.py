@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from toolfs.versions import FileVersion
     from toolfs.workspace import AsyncWorkspace, Workspace
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _EXPORTS: dict[str, str] = {
     "ERROR_CODES": "toolfs.errors", "FsError": "toolfs.errors",

@@ -18,6 +18,8 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from toolfs.text import decode
+
 MAX_DIFF_WORK = 250_000
 """Diagonals one diff may try before it gives up: about 700 changed lines, ~0.1 s of
 Python at worst. Runs of equal lines are compared a slice at a time, in C, and are not
@@ -227,3 +229,20 @@ def _range(lo: int, hi: int) -> str:
     if count == 1:
         return str(lo + 1)
     return f"{lo + 1 if count else lo},{count}"
+
+
+def text_diff(old: bytes, new: bytes, *, old_label: str, new_label: str,
+              max_chars: int | None, max_work: int = MAX_DIFF_WORK) -> UnifiedDiff | None:
+    """The unified diff of two versions of a text file, on their lines (``\\r\\n`` read
+    as ``\\n``, the BOM left out), within ``max_chars``; ``None`` when the diff would cost
+    more than ``max_work``; ``not_text`` when either version is not text. Versions that
+    differ only in line endings or a BOM give one explanatory line instead of hunks."""
+    a_doc, b_doc = decode(old), decode(new)
+    a, b = split_lines_keepends(a_doc.text), split_lines_keepends(b_doc.text)
+    hunks = diff_lines(line_keys(a), line_keys(b), max_work=max_work)
+    if hunks is None:
+        return None
+    if not hunks and old != new:
+        note = "(only the line endings or the byte order mark changed; the lines are the same)\n"
+        return UnifiedDiff(text=note, complete=True, hunks=0, shown=0)
+    return unified(a, b, hunks, a_label=old_label, b_label=new_label, max_chars=max_chars)

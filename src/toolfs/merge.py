@@ -26,15 +26,7 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from toolfs.diff import (
-    MAX_DIFF_WORK,
-    Hunk,
-    UnifiedDiff,
-    diff_lines,
-    line_keys,
-    split_lines_keepends,
-    unified,
-)
+from toolfs.diff import MAX_DIFF_WORK, Hunk, diff_lines, line_keys, split_lines_keepends
 from toolfs.errors import FsError
 from toolfs.text import BOM, EditOutcome, apply_edit, decode, find_all
 
@@ -48,26 +40,6 @@ class Rebased:
     theirs: tuple[tuple[int, int], ...]
     """The other writer's change: ``(first, last)`` 1-based line ranges of the merged
     file, in order; an empty range (``first == last + 1``) marks lines removed there."""
-
-
-def text_diff(old: bytes, new: bytes, *, old_label: str, new_label: str,
-              max_chars: int | None, max_work: int = MAX_DIFF_WORK) -> UnifiedDiff | None:
-    """The unified diff of two versions of a text file, on their lines (``\\r\\n`` read
-    as ``\\n``, the BOM left out), within ``max_chars``; ``None`` when either is not text
-    or the diff would cost more than ``max_work``. Versions that differ only in line
-    endings or a BOM give one explanatory line instead of hunks."""
-    try:
-        a_doc, b_doc = decode(old), decode(new)
-    except FsError:
-        return None
-    a, b = split_lines_keepends(a_doc.text), split_lines_keepends(b_doc.text)
-    hunks = diff_lines(line_keys(a), line_keys(b), max_work=max_work)
-    if hunks is None:
-        return None
-    if not hunks and old != new:
-        note = "(only the line endings or the byte order mark changed; the lines are the same)\n"
-        return UnifiedDiff(text=note, complete=True, hunks=0, shown=0)
-    return unified(a, b, hunks, a_label=old_label, b_label=new_label, max_chars=max_chars)
 
 
 def _conflict(mine: Sequence[Hunk], theirs: Sequence[Hunk]) -> bool:

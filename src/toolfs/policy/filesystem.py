@@ -32,11 +32,13 @@ so the tool's answer always matches what happened on storage.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import io
 import itertools
 import logging
 import os
+import random
 import threading
 import time
 import uuid
@@ -50,9 +52,10 @@ from fsspec.spec import AbstractFileSystem
 from toolfs._trusted import trusted
 from toolfs.backends import Create, Overwrite, PutMode, Store, Update, store_for, unwrapped
 from toolfs.backends.base import Blob, forget_listings
+from toolfs.diff import text_diff
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable
-from toolfs.merge import Rebased, merge_write, text_diff
+from toolfs.merge import Rebased, merge_write
 from toolfs.policy.chaining import (
     ChainedBase,
     OneContextPerOptions,
@@ -79,14 +82,28 @@ MiB = 1024 * 1024
 # case-insensitive exact match is offered (difflib is quadratic-ish per name).
 SIBLINGS_FUZZY_LIMIT = 2_000
 SIBLINGS_SCAN_LIMIT = 100_000
-_COMMIT_STRIPES = 64
+_COMMIT_STRIPES = 256
+# Commits to one file from this process take turns (one re-entrant lock per stripe of
+# paths, shared by every context): a commit and the ledger update after it happen in
+# one turn, so a context's ledger never goes back to a version it already replaced; and
+# a merge fetches, merges and commits in one turn, so that contexts of one process never
+# collide with each other. Between processes (and machines) the conditional write alone
+# decides, and a merge that meets another change retries (MERGE_RETRIES).
+_TURNS = [threading.RLock() for _ in range(_COMMIT_STRIPES)]
+
+
+def _turn(key: str) -> threading.RLock:
+    return _TURNS[hash(key) % _COMMIT_STRIPES]
 # A whole-file read that takes two requests starts over when the file changes between
 # them (the rest is pinned to the first block's version); after this many tries it gives
 # up with ``stale``, so a file rewritten without pause cannot hold a read forever.
 READ_ATTEMPTS = 3
 # A merge (``Policy(on_stale="merge")``) whose conditional commit meets yet another
-# change merges again with that one, this many times in all, then is ``stale``.
-MERGE_ATTEMPTS = 3
+# change is retried on that one up to this many times, then is ``stale``; before each
+# retry it waits a random time up to MERGE_BACKOFF * 2**retry seconds, so that agents
+# racing on one file spread out instead of colliding again (at most ~0.06 s in all).
+MERGE_RETRIES = 3
+MERGE_BACKOFF = 0.004
 DIFF_CHARS = 20_000
 """Default character budget of the diff a ``stale`` refusal or a write-intent event
 carries (``diff_chars``); a ``Workspace`` lowers it to fit its output budget."""
@@ -257,9 +274,6 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
             raise fs_error("invalid_arguments", "diff_chars must be a non-negative integer")
         self.diff_chars = diff_chars
         """Most characters of diff a ``stale`` refusal or write-intent event carries."""
-        # A commit and the ledger update after it happen under one lock per file (striped),
-        # so this context's ledger never goes back to a version it has already replaced.
-        self._commit_locks = [threading.Lock() for _ in range(_COMMIT_STRIPES)]
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -687,7 +701,7 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
             self._before("fs/write-intent", op, target, before=before,
                          diff=lambda: self._intent_diff(target, put, data))
         key = target.backend_path
-        with self._commit_locks[hash(key) % _COMMIT_STRIPES]:
+        with _turn(key):
             if isinstance(put, Overwrite):
                 # Unconditional: try a create first, so the result can say which it was.
                 created = True
@@ -723,8 +737,12 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         if old is None:
             return None
         shown = escape_undecodable(target.display)
-        diff = text_diff(old, data, old_label=f"{shown} (now)",
-                         new_label=f"{shown} (after this change)", max_chars=self.diff_chars)
+        try:
+            diff = text_diff(old, data, old_label=f"{shown} (now)",
+                             new_label=f"{shown} (after this change)",
+                             max_chars=self.diff_chars)
+        except FsError:  # not text
+            return None
         return diff.text if diff is not None and diff.complete else None
 
     # -- outdated changes: the diff since, and merging ---------------------------------
@@ -734,7 +752,7 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         """Answer a commit refused because the file changed since the version it was
         made from. With ``Policy(on_stale="merge")``, move the change onto the current
         bytes (``rebase``, default :func:`~toolfs.merge.merge_write`) and commit on
-        exactly their version, up to :data:`MERGE_ATTEMPTS` times; otherwise, or when it
+        exactly their version, retried :data:`MERGE_RETRIES` times; otherwise, or when it
         does not apply, raise ``stale`` with the diff since the observed version
         (:meth:`_shown_change`)."""
         base = None if exclusive or err.code != "stale" else self._observed_bytes(target, put)
@@ -743,16 +761,23 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         expected = put.expected if isinstance(put, Update) else None
         current: Blob | FsError | None = _UNFETCHED
         if self.policy is not None and self.policy.on_stale == "merge":
-            for _ in range(MERGE_ATTEMPTS):
-                current = self._current(target)
-                if not isinstance(current, Blob) or not current.complete:
-                    break
-                rebased = rebase(current.data) if rebase is not None else \
-                    merge_write(base, data, current.data)
-                if rebased is None:
-                    break
-                outcome = self._store_put(target, rebased.data,
-                                          Update(current.version, known=current.data), op)
+            # One turn for the fetch, the merge and the commit (see _TURNS), unless a
+            # write-intent hook would run inside it: a hook (a person approving) must
+            # never hold up the other contexts' commits.
+            hooks = any(type(sub) is not AuditLog for sub in self.subscribers)
+            for attempt in range(1 + MERGE_RETRIES):
+                if attempt:
+                    time.sleep(random.uniform(0, MERGE_BACKOFF * 2**attempt))
+                with contextlib.nullcontext() if hooks else _turn(target.backend_path):
+                    current = self._current(target)
+                    if not isinstance(current, Blob) or not current.complete:
+                        break
+                    rebased = rebase(current.data) if rebase is not None else \
+                        merge_write(base, data, current.data)
+                    if rebased is None:
+                        break
+                    outcome = self._store_put(target, rebased.data,
+                                              Update(current.version, known=current.data), op)
                 if isinstance(outcome, Commit):
                     return replace(outcome, merged=True, theirs=rebased.theirs)
                 err, current = outcome, _UNFETCHED  # changed again meanwhile
@@ -793,19 +818,22 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
             details.update(deleted=True, diff=None, diff_complete=True, counts_as_read=counts)
             message = f"{display} was deleted since you read it"
         else:
-            diff = text_diff(base, current.data, old_label=f"{display} (as you read it)",
-                             new_label=f"{display} (now)",
-                             max_chars=self.diff_chars) if current.complete else None
+            diff, why = None, f"it is now over the {self.size_cap}-byte cap"
+            if current.complete:
+                why = "the change is too large to show"
+                try:
+                    diff = text_diff(base, current.data, max_chars=self.diff_chars,
+                                     old_label=f"{display} (as you read it)",
+                                     new_label=f"{display} (now)")
+                except FsError:
+                    why = "it is not text, so the change cannot be shown"
             complete = diff is not None and diff.complete
             counts = complete and self.ledger.record_if(
                 key, expected, current.version, size=current.size, content=current.data)
             details.update(current_version=str(current.version),
                            diff=diff.text if diff is not None else None,
                            diff_complete=complete, counts_as_read=counts)
-            message = err.message
-            if diff is None:
-                message += ("; the change is too large to show" if current.complete
-                            else f"; it is now over the {self.size_cap}-byte cap")
+            message = err.message if diff is not None else f"{err.message}; {why}"
         out = fs_error("stale", message, path=target.display, details=details)
         out.__cause__ = err.__cause__
         return out
@@ -959,7 +987,7 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         self._check_writable(target, "delete")
         before = mode.expected if isinstance(mode, Update) else None
         self._before("fs/write-intent", "delete", target, before=before)
-        with self._commit_locks[hash(target.backend_path) % _COMMIT_STRIPES]:
+        with _turn(target.backend_path):
             try:
                 self.store.delete(target.backend_path, mode)
             except FsError as err:
