@@ -30,6 +30,7 @@ from toolfs.results import (
     ListResult,
     PatchResult,
     ReadResult,
+    ToolImage,
     ToolResult,
     WriteResult,
 )
@@ -857,6 +858,9 @@ class ToolOutput:
     error: FsError | None
     max_chars: int = MAX_OUTPUT_CHARS
     """The character budget of ``text`` and of the lines in :meth:`to_dict`."""
+    images: tuple[ToolImage, ...] = ()
+    """Images shown to the model next to ``text`` (a read of an image, a PDF's scanned
+    pages); empty for text. Each adapter sends them in its provider's own form."""
     _shown: _Shown | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
