@@ -71,7 +71,7 @@ from toolfs.results import (
     ReadResult,
     ToolResult,
 )
-from toolfs.schemas import EditArgs, ReadArgs, WriteArgs
+from toolfs.schemas import EditArgs, WriteArgs
 from toolfs.text import decode, lines_around, normalize_newlines, split_lines
 from toolfs.tools import MAX_OFFSET
 from toolfs.versions import FileVersion
@@ -456,7 +456,9 @@ class _Engine:
         room = self.budget // 8 + 1
         limit = room if end == -1 else min(end - start + 1, room)
         try:
-            result = tools.read(self.fs, ReadArgs(file_path=rel, offset=start, limit=limit))
+            # The editor's and the memory tool's results are text: an image or a PDF
+            # stays not_text there (beta_tools' read shows them).
+            result = tools.read_text(self.fs, rel, start, limit)
         except FsError as err:
             if err.code == "not_a_file" and "file" not in err.details:
                 return self._view_dir(rel, shown, raw, view_range)
