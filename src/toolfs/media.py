@@ -524,7 +524,9 @@ def _pdf_page(pdfium: Any, doc: Any, number: int, total: int, path: str) -> Medi
             textpage.close()
         text = text.replace("\r\n", "\n").replace("\r", "\n")
         image = None
-        if not text.strip():
+        # A page without text that draws something (a scan, a drawing) is shown as an
+        # image; an empty page is not worth one.
+        if not text.strip() and pdfium.raw.FPDFPage_CountObjects(page.raw) > 0:
             image = _render_page(page)
         return MediaPage(number=number, text=text, image=image)
     finally:
