@@ -15,7 +15,6 @@ from PIL import Image
 def image_bytes(mode: str = "RGB", size: tuple[int, int] = (64, 48), fmt: str = "PNG",
                 **options: Any) -> bytes:
     """An image of ``mode`` and ``size`` with some structure (a gradient), encoded."""
-    w, h = size
     im = Image.linear_gradient("L").resize(size)
     if mode != "L":
         im = Image.merge("RGB", (im, im.transpose(Image.Transpose.FLIP_LEFT_RIGHT),

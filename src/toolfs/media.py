@@ -34,6 +34,7 @@ import re2
 
 from toolfs.errors import FsError, fs_error
 from toolfs.results import MediaPage, MediaResult, ToolImage
+from toolfs.schemas import DEFAULT_PDF_PAGES
 from toolfs.versions import FileVersion
 
 __all__ = ["DEFAULT_PDF_PAGES", "MAX_DECODE_PIXELS", "MAX_EDGE", "MAX_IMAGE_BYTES",
@@ -53,8 +54,6 @@ MAX_DECODE_PIXELS = 36_000_000
 frame; at most 144 MB of pixels (RGBA). Larger ones are refused from their header."""
 MAX_CONCURRENT_DECODES = 2
 """Decodes running at once in the process (each up to :data:`MAX_DECODE_PIXELS`)."""
-DEFAULT_PDF_PAGES = 20
-"""Pages a PDF read returns when ``limit`` is not given."""
 MAX_PDF_PAGES = 100
 """Most pages one PDF read takes, whatever ``limit`` asks."""
 MAX_PAGE_CHARS = 100_000

@@ -10,19 +10,66 @@ budget if need be), so that ``offset`` always moves on.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from toolfs.escaping import escape_undecodable_data
 from toolfs.render import _FOOTER_ROOM, ToolOutput, _clip, _Limits, _plural
 from toolfs.results import MediaPage, MediaResult, ToolImage
+from toolfs.versions import FileVersion
 
-__all__ = ["human_size", "image_cost", "media_structured", "media_view", "render_media"]
+__all__ = ["ImageFacts", "MediaPageView", "MediaView", "human_size", "image_cost",
+           "media_structured", "media_view", "render_media"]
 
 CHARS_PER_TOKEN = 4
 """How the character budget converts to tokens (as ``MAX_OUTPUT_CHARS`` does)."""
 PIXELS_PER_TOKEN = 750
 """Anthropic's documented estimate of an image's tokens (width x height / 750); OpenAI's
 tiling and Gemini's per-tile count come out in the same range for a 1568-pixel image."""
+
+
+class ImageFacts(BaseModel):
+    """An image in structured content: its type and size (the bytes go as an image)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mime_type: str
+    width: int
+    height: int
+
+
+class MediaPageView(BaseModel):
+    """A PDF page in structured content."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    number: int
+    text: str
+    image: ImageFacts | None
+
+
+class MediaView(BaseModel):
+    """The structured content's ``result`` of a media read (:func:`media_structured`):
+    :class:`~toolfs.results.MediaResult` with each image's bytes left out, and
+    ``truncated`` when the budget cut the pages or their text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    version: FileVersion
+    size: int
+    kind: Literal["image", "pdf"]
+    mime_type: str
+    pages: int | None
+    format: str
+    width: int | None
+    height: int | None
+    image: ImageFacts | None
+    start_page: int | None
+    page_list: list[MediaPageView]
+    partial: bool
+    truncated: bool
 
 
 def image_cost(image: ToolImage) -> int:
