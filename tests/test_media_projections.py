@@ -173,3 +173,105 @@ def test_responses_api_function_call_output_has_input_image() -> None:
     assert "--- page 2 of 2 ---\n[No text layer" in sent[0]["output"][0]["text"]
     mime, data = _from_data_url(sent[0]["output"][1]["image_url"])
     assert mime == "image/jpeg" and max(_size_of(data)) <= 1568
+
+
+# -- pydantic-ai --------------------------------------------------------------------
+
+
+def test_pydantic_ai_agent_receives_binary_content() -> None:
+    from pydantic_ai import Agent, BinaryContent
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from toolfs.integrations.pydantic_ai import toolset
+
+    received: list[Any] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = messages[-1]
+        assert isinstance(last, ModelRequest)
+        if not any(isinstance(p, ToolReturnPart) for p in last.parts):
+            return ModelResponse(parts=[ToolCallPart("read", {"file_path": "pic.jpg"},
+                                                     tool_call_id="r1")])
+        received.extend(p for p in last.parts if isinstance(p, ToolReturnPart | UserPromptPart))
+        return ModelResponse(parts=[TextPart("seen")])
+
+    Agent(FunctionModel(respond), toolsets=[toolset(_workspace("pydantic"))]).run_sync("look")
+    returned = [p for p in received if isinstance(p, ToolReturnPart)]
+    assert str(returned[0].content).startswith("Image pic.jpg (JPEG, 2400x1200,")
+    images = [c for p in received if isinstance(p, UserPromptPart)
+              for c in (p.content if isinstance(p.content, list) else [])
+              if isinstance(c, BinaryContent)]
+    assert [(i.media_type, _size_of(i.data)) for i in images] == [("image/jpeg", (1568, 784))]
+
+
+# -- LangChain and Deep Agents ------------------------------------------------------
+
+
+def test_langchain_agent_tool_message_has_image_blocks() -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+    from tests.test_integrations_langchain import ScriptedModel, call
+    from toolfs.integrations.langchain import tools
+
+    seen: list[ToolMessage] = []
+
+    def turn(messages: list[BaseMessage]) -> AIMessage:
+        if not isinstance(messages[-1], ToolMessage):
+            return call("read", file_path="scan.pdf")
+        seen.append(messages[-1])
+        return AIMessage("done")
+
+    agent = create_agent(ScriptedModel(turn=turn), tools=tools(_workspace("langchain")))
+    agent.invoke({"messages": [{"role": "user", "content": "look"}]})
+    (message,) = seen
+    assert message.status == "success"
+    blocks = message.content
+    assert isinstance(blocks, list) and [b["type"] for b in blocks] == ["text", "image"]
+    assert "--- page 1 of 2 ---\ntyped text" in blocks[0]["text"]
+    assert blocks[1]["mime_type"] == "image/jpeg"
+    assert max(_size_of(base64.b64decode(blocks[1]["base64"]))) <= 1568
+    assert message.artifact["result"]["page_list"][1]["image"]["mime_type"] == "image/jpeg"
+
+
+def test_deep_agents_read_file_returns_the_image_fitted() -> None:
+    from deepagents import create_deep_agent
+    from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+    from tests.test_integrations_langchain import ScriptedModel, call
+    from toolfs.integrations.deepagents import ToolfsBackend
+
+    ws = _workspace("deepagents")
+    small = image_bytes("RGBA", (40, 30), "PNG")
+    ws.fs.fs.pipe("/deepagents/small.png", small)
+    seen: list[ToolMessage] = []
+
+    def turn(messages: list[BaseMessage]) -> AIMessage:
+        if isinstance(messages[-1], ToolMessage):
+            seen.append(messages[-1])
+        if len(seen) == 0:
+            return call("read_file", file_path="/pic.jpg")
+        if len(seen) == 1:
+            return call("read_file", file_path="/small.png")
+        return AIMessage("done")
+
+    graph = create_deep_agent(model=ScriptedModel(turn=turn), backend=ToolfsBackend(ws))
+    graph.invoke({"messages": [{"role": "user", "content": "look"}]})
+    images = []
+    for message in seen:
+        blocks = message.content
+        assert isinstance(blocks, list), blocks
+        (image,) = [b for b in blocks if b.get("type") == "image"]
+        images.append((image["mime_type"], base64.b64decode(image["base64"])))
+    (pic_mime, pic), (small_mime, small_shown) = images
+    assert pic_mime == "image/jpeg" and _size_of(pic) == (1568, 784)  # its own format
+    assert small_mime == "image/png" and small_shown == small  # within the limits: as is

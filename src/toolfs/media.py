@@ -288,16 +288,19 @@ class ShownImage:
     format: str
 
 
-def show_image(data: bytes, media: MediaType, path: str) -> ShownImage:
+def show_image(data: bytes, media: MediaType, path: str, *,
+               keep_format: bool = False) -> ShownImage:
     """``data`` made fit to show; raises ``not_text`` (undecodable, too many pixels) or
-    ``unsupported`` (it needs converting and the extra is missing)."""
+    ``unsupported`` (it needs converting and the extra is missing). ``keep_format``: for
+    a caller that labels the image by its file's type (Deep Agents, by extension): sent
+    as stored whenever its size fits, else downscaled in its own format."""
     header = _header(data, media)
     if header is None or header.width < 1 or header.height < 1:
         raise _unreadable(path, f"the {media.format} image cannot be decoded (its header "
                           "is malformed)", format=media.format)
     w, h = header.width, header.height
     fits = max(w, h) <= MAX_EDGE and len(data) <= MAX_IMAGE_BYTES
-    if header.plain and fits:
+    if fits and (header.plain or keep_format):
         return ShownImage(ToolImage(media.mime_type, data, w, h), w, h, media.format)
     image_module = _pillow()
     if image_module is None:
@@ -308,7 +311,7 @@ def show_image(data: bytes, media: MediaType, path: str) -> ShownImage:
     if w * h > MAX_DECODE_PIXELS * decode_scale ** 2:
         raise _too_many_pixels(path, w, h)
     with _decode_slot():
-        return _convert(image_module, data, media, path, w, h)
+        return _convert(image_module, data, media, path, w, h, keep_format)
 
 
 def _too_many_pixels(path: str, w: int, h: int) -> FsError:
@@ -323,7 +326,7 @@ _TRANSPOSED = frozenset({5, 6, 7, 8})
 
 
 def _convert(image_module: Any, data: bytes, media: MediaType, path: str,
-             w: int, h: int) -> ShownImage:
+             w: int, h: int, keep_format: bool = False) -> ShownImage:
     from PIL import ImageOps
 
     try:
@@ -345,7 +348,8 @@ def _convert(image_module: Any, data: bytes, media: MediaType, path: str,
         im = _normalise_mode(im)
         if im.size != target:
             im = im.resize(target, image_module.Resampling.LANCZOS, reducing_gap=3.0)
-        tool_image = _encode(image_module, im, photo=media is _JPEG)
+        tool_image = _encode(image_module, im, photo=media is _JPEG,
+                             keep=media if keep_format else None)
     except FsError:
         raise
     except (OSError, ValueError, SyntaxError, struct.error, EOFError,
@@ -376,17 +380,24 @@ def _normalise_mode(im: Any) -> Any:
     return im.convert("RGBA" if has_alpha else "RGB")
 
 
-def _encode(image_module: Any, im: Any, *, photo: bool) -> ToolImage:
+def _encode(image_module: Any, im: Any, *, photo: bool,
+            keep: MediaType | None = None) -> ToolImage:
     """``im`` encoded within :data:`MAX_IMAGE_BYTES`: a photo as JPEG, anything else as
     PNG; too large, as JPEG (WebP when it has alpha), then smaller, a bounded number of
-    times."""
+    times. ``keep``: always in that format, only smaller."""
     for attempt in range(6):
         if attempt:
             w, h = im.size
             im = im.resize(fit_size(w, h, max_edge=max(64, int(max(w, h) * 0.75))),
                            image_module.Resampling.LANCZOS)
         alpha = im.mode == "RGBA"
-        if photo and not alpha and attempt == 0:
+        if keep is not None:
+            fmt, mime = keep.format.upper(), keep.mime_type
+            if fmt == "JPEG" and alpha:
+                im = im.convert("RGB")
+            options: dict[str, Any] = {"quality": _JPEG_QUALITY} if fmt in ("JPEG", "WEBP") \
+                else {}
+        elif photo and not alpha and attempt == 0:
             fmt, mime, options = "JPEG", "image/jpeg", {"quality": _JPEG_QUALITY}
         elif attempt == 0:
             fmt, mime, options = "PNG", "image/png", {"compress_level": 6}
