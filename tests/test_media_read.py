@@ -390,5 +390,8 @@ def test_parallel_media_reads_agree() -> None:
 
 
 def test_text_reads_are_unchanged() -> None:
-    out = _read(b"hello\nworld\n", "a.txt")
-    assert isinstance(out.value, ReadResult) and out.images == ()
+    """Only a signature at the very start makes a file media: text quoting one (a test
+    fixture writing a PDF header) stays text."""
+    for data in (b"hello\nworld\n", b'fixture = b"%PDF-1.7\\n"\n', b" GIF89a\n"):
+        out = _read(data, "a.txt")
+        assert isinstance(out.value, ReadResult) and out.images == (), out.text

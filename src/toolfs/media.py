@@ -67,9 +67,10 @@ LZW_RATIO = 2730
 these filters are not measured, so a PDF that may use them is bounded by its size times
 this ratio."""
 MEDIA_EXTRA = "toolfs[media]"
-SNIFF_BYTES = 1024
-"""Bytes of a file's start that tell its type (a PDF header may follow up to 1 KiB of
-junk, as readers accept)."""
+SNIFF_BYTES = 16
+"""Bytes of a file's start that tell its type. Each signature is at offset 0: a PDF
+reader accepts junk before ``%PDF-``, but a text file quoting a PDF header (a test
+fixture, these sources) must stay text."""
 
 _OPERATION = "read_media"  # selects the errors' advice (toolfs.errors)
 _JPEG_QUALITY = 85
@@ -104,7 +105,7 @@ def sniff(head: bytes) -> MediaType | None:
         return _GIF
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return _WEBP
-    if b"%PDF-" in head[:SNIFF_BYTES]:
+    if head.startswith(b"%PDF-"):
         return _PDF
     return None
 

@@ -139,18 +139,17 @@ _IMAGE_TYPES = {"png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg",
 def _fitted_image(data: bytes, rel: str, shown: str) -> bytes:
     """An image's bytes made to fit every provider's per-image limits (toolfs.media), in
     the format Deep Agents will label it with (its extension's); as stored when the
-    content is not of that format (Deep Agents' own behaviour), or when it cannot be
-    converted here (no ``toolfs[media]``)."""
+    content is not of that format, or when it cannot be converted here (malformed, too
+    many pixels, no ``toolfs[media]``): Deep Agents' own backends send every image as
+    stored."""
     kind = media.sniff(data[:media.SNIFF_BYTES])
     suffix = rel.rsplit(".", 1)[-1].lower()
     if kind is None or kind.kind != "image" or _IMAGE_TYPES.get(suffix) != kind.mime_type:
         return data
     try:
         return media.show_image(data, kind, shown, keep_format=True).image.data
-    except FsError as err:
-        if err.code == "unsupported":
-            return data
-        raise
+    except FsError:  # undecodable here, or no toolfs[media]: as Deep Agents sends it
+        return data
 
 
 def _literal(pattern: str) -> str:
