@@ -18,7 +18,7 @@ set (``VmHWM``, reset just before the call through ``/proc/self/clear_refs``), w
 Pillow's and PDFium's own allocations; "Python" is tracemalloc's peak (Python objects
 only), in a separate run so tracing does not slow the timed one.
 
-Usage: ``python benchmarks/bench_media.py [--tiny] [--rounds N]``.
+Usage: ``python benchmarks/bench_media.py [--tiny] [--rounds N] [--cases a,b]``.
 """
 
 from __future__ import annotations
@@ -215,6 +215,7 @@ def main() -> None:
     parser.add_argument("--child")
     parser.add_argument("--pages", type=int, default=300)
     parser.add_argument("--work")
+    parser.add_argument("--cases", help="comma-separated subset of: " + ", ".join(CASES))
     args = parser.parse_args()
     if args.work:
         WORK = Path(args.work)
@@ -224,7 +225,8 @@ def main() -> None:
     rounds = 2 if args.tiny else args.rounds
     facts = make_files(args.tiny)
     try:
-        results = {case: measure(case, facts["pages"], rounds) for case in CASES}
+        wanted = args.cases.split(",") if args.cases else list(CASES)
+        results = {case: measure(case, facts["pages"], rounds) for case in wanted}
     finally:
         for f in WORK.iterdir():
             f.unlink()
@@ -232,7 +234,9 @@ def main() -> None:
     print(_common.machine_facts())
     print(f"JPEG: {facts['jpeg']}; PDF: {facts['pdf']}; median of {rounds} runs\n")
 
-    def row(name: str, case: str, base: str | None) -> list[str]:
+    def row(name: str, case: str, base: str | None) -> list[str] | None:
+        if case not in results or (base is not None and base not in results):
+            return None
         r = results[case]
         ratio = "" if base is None else _common.ratio(r["seconds"], results[base]["seconds"])
         return [name, f"{r['seconds'] * 1000:,.1f}", ratio or "1.00x",
@@ -241,7 +245,7 @@ def main() -> None:
     headers = ["read", "ms", "time vs baseline", "peak RSS growth", "Python peak"]
     start, count = _window(facts["pages"])
     mp = facts["megapixels"]
-    print(_common.markdown_table(headers, [
+    print(_common.markdown_table(headers, [r for r in [
         row(f"{mp} JPEG: Pillow full decode + thumbnail (baseline)", "pillow-jpeg", None),
         row(f"{mp} JPEG: toolfs ws.read", "toolfs-jpeg", "pillow-jpeg"),
         row(f"PDF pages {start}-{start + count - 1}: pypdfium2 text (baseline)", "pdfium-pdf",
@@ -251,7 +255,7 @@ def main() -> None:
         row(f"PDF pages {start}-{start + count - 1}: pypdf text", "pypdf-pdf", "pdfium-pdf"),
         row(f"PDF all {facts['pages']} pages: pypdfium2 text (baseline)", "pdfium-all", None),
         row(f"PDF all {facts['pages']} pages: pypdf text", "pypdf-all", "pdfium-all"),
-    ]))
+    ] if r is not None]))
 
 
 if __name__ == "__main__":

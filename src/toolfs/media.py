@@ -348,7 +348,9 @@ def _convert(image_module: Any, data: bytes, media: MediaType, path: str,
             im = ImageOps.exif_transpose(im)
         im = _normalise_mode(im)
         if im.size != target:
-            im = im.resize(target, image_module.Resampling.LANCZOS, reducing_gap=3.0)
+            # Bicubic, as Pillow's thumbnail(): LANCZOS took twice as long for a 12 MP
+            # photo, with no difference a model can see at this scale.
+            im = im.resize(target, image_module.Resampling.BICUBIC, reducing_gap=2.0)
         tool_image = _encode(image_module, im, photo=media is _JPEG,
                              keep=media if keep_format else None)
     except FsError:
