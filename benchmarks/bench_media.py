@@ -13,6 +13,10 @@ The PDF is a real one: a TeX manual found on this machine
 (``/usr/share/doc/libtasn1-doc/libtasn1.pdf``, 36 pages), its pages repeated to 300 with
 pypdfium2; without it, a generated text PDF (say so in the output).
 
+Time: the median wall time and the median CPU time of the process (the libraries run on
+the calling thread, so CPU time is the work done, and stays meaningful on a shared,
+loaded machine where wall time is not); ratios are of CPU time.
+
 Peak memory: each case runs in a fresh process; "RSS" is the growth of the peak resident
 set (``VmHWM``, reset just before the call through ``/proc/self/clear_refs``), which sees
 Pillow's and PDFium's own allocations; "Python" is tracemalloc's peak (Python objects
@@ -175,11 +179,12 @@ def child(case: str, pages: int, rounds: int) -> None:
     tracemalloc's peak), printed as one line of JSON."""
     run = CASES[case](pages)
     run()  # warm: imports, first-use setup
-    times = []
+    times, cpu = [], []
     for _ in range(rounds):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         run()
         times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
     rss_before = _hwm_kib()
     try:
         with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
@@ -193,7 +198,8 @@ def child(case: str, pages: int, rounds: int) -> None:
     run()
     python_peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    print(json.dumps({"seconds": statistics.median(times), "rss": rss, "python": python_peak}))
+    print(json.dumps({"seconds": statistics.median(times), "cpu": statistics.median(cpu),
+                      "rss": rss, "python": python_peak}))
 
 
 def measure(case: str, pages: int, rounds: int) -> dict[str, float]:
@@ -238,11 +244,12 @@ def main() -> None:
         if case not in results or (base is not None and base not in results):
             return None
         r = results[case]
-        ratio = "" if base is None else _common.ratio(r["seconds"], results[base]["seconds"])
-        return [name, f"{r['seconds'] * 1000:,.1f}", ratio or "1.00x",
-                _common.fmt_bytes(r["rss"]), _common.fmt_bytes(r["python"])]
+        ratio = "" if base is None else _common.ratio(r["cpu"], results[base]["cpu"])
+        return [name, f"{r['seconds'] * 1000:,.1f}", f"{r['cpu'] * 1000:,.1f}",
+                ratio or "1.00x", _common.fmt_bytes(r["rss"]), _common.fmt_bytes(r["python"])]
 
-    headers = ["read", "ms", "time vs baseline", "peak RSS growth", "Python peak"]
+    headers = ["read", "wall ms", "CPU ms", "CPU vs baseline", "peak RSS growth",
+               "Python peak"]
     start, count = _window(facts["pages"])
     mp = facts["megapixels"]
     print(_common.markdown_table(headers, [r for r in [

@@ -488,6 +488,11 @@ def inflated_size(data: bytes, limit: int = MAX_PDF_INFLATED) -> tuple[int, bool
             j += 1
         else:
             continue
+        # Only an object stream can hide names (a /Filter held by reference) in its
+        # compressed bytes; its dictionary is plain text before the keyword (an escaped
+        # /Type name there is itself caught in the raw bytes).
+        opened = data.rfind(b"obj", max(0, i - 4096), i)
+        names_inside = opened < 0 or b"ObjStm" in data[opened:i]
         inflater, k, tail = zlib.decompressobj(), j, b""
         try:
             while not inflater.eof and k < n and total <= limit:
@@ -496,8 +501,9 @@ def inflated_size(data: bytes, limit: int = MAX_PDF_INFLATED) -> tuple[int, bool
                 while buf and total <= limit:
                     out = inflater.decompress(buf, _OUT_CHUNK)
                     total += len(out)
-                    if not unmeasured and (_UNMEASURED.search(out) is not None or
-                                           _UNMEASURED.search(tail + out[:64]) is not None):
+                    if names_inside and not unmeasured and (
+                            _UNMEASURED.search(out) is not None
+                            or _UNMEASURED.search(tail + out[:64]) is not None):
                         unmeasured = True
                     tail = out[-64:]
                     buf = inflater.unconsumed_tail
