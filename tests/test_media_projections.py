@@ -68,6 +68,20 @@ async def test_mcp_read_returns_image_content_next_to_the_text() -> None:
         "mime_type": "image/jpeg", "width": 1568, "height": 784}
 
 
+@pytest.mark.anyio
+async def test_mcp_stdio_server_sends_the_image(tmp_path: Any) -> None:
+    """The same over stdio, through ``toolfs serve DIR`` in its own process."""
+    from mcp import Client
+
+    from tests.test_mcp import _stdio
+
+    (tmp_path / "pic.jpg").write_bytes(PICTURE)
+    async with Client(_stdio(str(tmp_path))) as client:
+        pic = await client.call_tool("read", {"file_path": "pic.jpg"})
+    assert [c.type for c in pic.content] == ["text", "image"]
+    assert _size_of(base64.b64decode(pic.content[1].data)) == (1568, 784)
+
+
 # -- Anthropic ----------------------------------------------------------------------
 
 
