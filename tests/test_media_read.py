@@ -139,9 +139,9 @@ def _animated(fmt: str) -> bytes:
     return out.getvalue()
 
 
-def _sixteen_bit_png() -> bytes:
-    im = Image.new("I;16", (50, 40))
-    im.putdata([i * 1000 % 65536 for i in range(50 * 40)])
+def _sixteen_bit_png(size: tuple[int, int] = (50, 40)) -> bytes:
+    im = Image.new("I;16", size)
+    im.putdata([i * 1000 % 65536 for i in range(size[0] * size[1])])
     out = io.BytesIO()
     im.save(out, "PNG")
     return out.getvalue()
@@ -155,6 +155,7 @@ FORMATS: dict[str, tuple[bytes, str, tuple[int, int], bool]] = {
     "png-grey-alpha": (image_bytes("LA", (64, 48)), "PNG", (64, 48), True),
     "png-1bit": (image_bytes("1", (64, 48)), "PNG", (64, 48), True),
     "png-16bit": (_sixteen_bit_png(), "PNG", (50, 40), True),
+    "png-16bit-large": (_sixteen_bit_png((2000, 100)), "PNG", (2000, 100), False),
     "png-animated": (_animated("PNG"), "PNG", (40, 30), False),
     "jpeg": (image_bytes("RGB", (64, 48), "JPEG"), "JPEG", (64, 48), True),
     "jpeg-progressive": (image_bytes("RGB", (64, 48), "JPEG", progressive=True), "JPEG",
@@ -188,6 +189,9 @@ def test_each_format_and_mode_is_shown_within_the_limits(name: str) -> None:
         assert shown.convert("RGB").getpixel((5, 5)) == pytest.approx((255, 0, 0), abs=40)
     if name == "png-16bit":
         assert shown.mode in ("I;16", "I", "L")
+    if name == "png-16bit-large":  # scaled to 8 bits, not clipped at 255
+        assert shown.mode == "L" and 100 < shown.getextrema()[1] < 256 \
+            and len(shown.getcolors(256) or []) > 50
     if name == "png-large":
         assert (shown.width, shown.height) == (1568, 523)
 
