@@ -62,10 +62,11 @@ def _read(fs: PolicyFileSystem, file_path: str, offset: int | None, limit: int |
         raise fs_error("invalid_arguments", f"offset must be at most {MAX_OFFSET}",
                        details={"argument": "offset", "maximum": MAX_OFFSET})
     with fs.open(file_path, "rb") as f:
-        # The first bytes are in the buffer already (no request): an image or a PDF is
-        # told by them before any text decoding.
+        # The first bytes are in the buffer already (the first block: no request, and a
+        # file over the cap stays streamed): an image or a PDF is told by them before
+        # any text decoding.
         if media:
-            kind = sniff(f.read(SNIFF_BYTES))
+            kind = sniff(f.read(min(SNIFF_BYTES, fs.first_block)))
             f.seek(0)
             if kind is not None:
                 return _read_media(fs, f, kind, offset, asked_limit)
