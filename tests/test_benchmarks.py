@@ -63,6 +63,12 @@ def _s3_ready() -> bool:
         return False
 
 
+def test_bench_media() -> None:
+    done = run("bench_media.py", timeout=300)
+    assert_table(done)
+    assert "toolfs ws.read" in done.stdout and "pypdf text" in done.stdout
+
+
 def test_bench_window() -> None:
     done = run("bench_window.py")
     assert_table(done)

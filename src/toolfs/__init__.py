@@ -30,7 +30,7 @@ if TYPE_CHECKING:
         Veto,
     )
     from toolfs.render import ToolOutput
-    from toolfs.results import EditResult, ReadResult, WriteResult
+    from toolfs.results import EditResult, MediaResult, ReadResult, ToolImage, WriteResult
     from toolfs.schemas import EditArgs, ReadArgs, WriteArgs, tool_definitions
     from toolfs.versions import FileVersion
     from toolfs.workspace import AsyncWorkspace, Workspace
@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "AuditLog": "toolfs.policy", "FsEvent": "toolfs.policy", "LedgerSnapshot": "toolfs.policy",
     "Policy": "toolfs.policy", "PolicyFileSystem": "toolfs.policy", "Veto": "toolfs.policy",
     "EditResult": "toolfs.results", "ReadResult": "toolfs.results",
+    "MediaResult": "toolfs.results", "ToolImage": "toolfs.results",
     "ToolOutput": "toolfs.render", "WriteResult": "toolfs.results",
     "EditArgs": "toolfs.schemas", "ReadArgs": "toolfs.schemas", "WriteArgs": "toolfs.schemas",
     "tool_definitions": "toolfs.schemas",
@@ -51,9 +52,9 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "ERROR_CODES", "AsyncWorkspace", "AuditLog", "EditArgs", "EditResult", "FileVersion",
-    "FsError", "FsEvent", "LedgerSnapshot", "Policy", "PolicyFileSystem", "ReadArgs",
-    "ReadResult", "ToolOutput", "Veto", "Workspace", "WriteArgs", "WriteResult",
-    "tool_definitions",
+    "FsError", "FsEvent", "LedgerSnapshot", "MediaResult", "Policy", "PolicyFileSystem",
+    "ReadArgs", "ReadResult", "ToolImage", "ToolOutput", "Veto", "Workspace", "WriteArgs",
+    "WriteResult", "tool_definitions",
 ]
 
 

@@ -32,6 +32,7 @@ from toolfs.results import (
     GlobResult,
     GrepResult,
     ListResult,
+    MediaResult,
     PatchResult,
     ReadResult,
     ToolResult,
@@ -171,6 +172,8 @@ def result_markdown(result: ToolResult) -> str:
                 + _fence(escape_undecodable(render_result(result))))
     if isinstance(result, PatchResult):
         return f"**apply_patch** · {md_text(render_result(result))}"
+    if isinstance(result, MediaResult):
+        return f"**read** · {md_text(render_result(result).splitlines()[0])}"
     path, version = md_code(result.path), md_code(result.version.short)
     if isinstance(result, ReadResult):
         return f"**read** {path} · version {version}\n\n" + _fence(render_read(result))
@@ -251,6 +254,9 @@ def result_html(result: ToolResult) -> str:
                 + _pre(render_result(result)))
     if isinstance(result, PatchResult):
         return f"<p><strong>apply_patch</strong> · {_h(render_result(result))}</p>"
+    if isinstance(result, MediaResult):
+        return (f"<p><strong>read</strong> · {_h(render_result(result).splitlines()[0])}"
+                "</p>")
     path, version = _hcode(result.path), _hcode(result.version.short)
     if isinstance(result, ReadResult):
         return (f"<p><strong>read</strong> {path} · version {version}</p>"

@@ -53,7 +53,8 @@ ADVICE: dict[str, str] = {
     "invalid_arguments": "Fix the arguments and call the tool again.",
     "not_found": "Check the path; create the file with write if it should exist.",
     "not_a_file": "Give the path of a file, not a directory.",
-    "not_text": "Only UTF-8 text files can be read or edited with these tools.",
+    "not_text": "Only UTF-8 text files can be edited; read also shows images (PNG, JPEG, GIF, "
+                "WebP) and PDFs, and no other binary files.",
     "too_large": "Read the file in windows with offset and limit; it cannot be rewritten whole.",
     "not_observed": "Read the file first, then retry the change.",
     "stale": "The file changed since you last read it. Read it again, then redo the change.",
@@ -79,6 +80,12 @@ TOO_LARGE_RESULT_ADVICE = ("Make the change smaller, or put the content in sever
 # Where one code means different things for different operations.
 _ADVICE_BY_OPERATION: dict[tuple[str, Any], str] = {
     ("too_large", "write"): "Write less content: split it into several smaller files.",
+    # read of an image or a PDF (toolfs.media)
+    ("not_text", "read_media"): "This file cannot be shown; do not retry the read.",
+    ("too_large", "read_media"): "Images and PDFs are read whole: this one is over the size "
+                                 "cap and cannot be shown.",
+    ("unsupported", "read_media"): "This file cannot be shown here; tell the user that the "
+                                   "toolfs[media] extra is needed.",
     ("stale", "create"): "The file already exists: choose another name, or read it and "
                          "replace it with a write.",
     ("not_a_file", "ls"): "Give the path of a directory; use read for a file.",

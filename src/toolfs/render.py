@@ -28,8 +28,10 @@ from toolfs.results import (
     GrepMatch,
     GrepResult,
     ListResult,
+    MediaResult,
     PatchResult,
     ReadResult,
+    ToolImage,
     ToolResult,
     WriteResult,
 )
@@ -548,6 +550,10 @@ def render_result(r: ToolResult, max_chars: int = MAX_OUTPUT_CHARS) -> str:
         return render_ls(r, max_chars)
     if isinstance(r, PatchResult):
         return render_patch(r, max_chars)
+    if isinstance(r, MediaResult):
+        from toolfs.media_render import media_view
+
+        return media_view(r, max_chars)[0]
     return render_edit(r, max_chars)
 
 
@@ -650,6 +656,10 @@ def render_output(outcome: ToolResult | FsError,
     if isinstance(outcome, FsError):
         return ToolOutput(text=render_error(outcome, max_chars), value=None, error=outcome,
                           max_chars=max_chars)
+    if isinstance(outcome, MediaResult):
+        from toolfs.media_render import render_media  # it builds on this module
+
+        return render_media(outcome, max_chars)
     if isinstance(outcome, ReadResult):
         # The lines the text shows are kept, so that to_dict() need not render it again.
         text, shown, cut = _read_view(outcome, max_chars)
@@ -694,6 +704,10 @@ def structured_content(output: ToolOutput) -> dict[str, Any]:
         return data
     value = output.value
     assert value is not None
+    if isinstance(value, MediaResult):
+        from toolfs.media_render import media_structured
+
+        return media_structured(output)
     view: ToolResult
     if isinstance(value, GlobResult | GrepResult | ListResult):
         view = _discovery_view(value, output.max_chars, limits)
@@ -906,6 +920,9 @@ class ToolOutput:
     error: FsError | None
     max_chars: int = MAX_OUTPUT_CHARS
     """The character budget of ``text`` and of the lines in :meth:`to_dict`."""
+    images: tuple[ToolImage, ...] = ()
+    """Images shown to the model next to ``text`` (a read of an image, a PDF's scanned
+    pages); empty for text. Each adapter sends them in its provider's own form."""
     _shown: _Shown | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:

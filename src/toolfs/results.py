@@ -6,6 +6,8 @@ truncation lives only there.
 
 from __future__ import annotations
 
+import base64
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -196,8 +198,86 @@ class PatchResult(_Result):
     """Lines removed."""
 
 
+@dataclass(frozen=True)
+class ToolImage:
+    """One image a tool shows the model: encoded bytes ready to send (PNG, JPEG or WebP,
+    within every major provider's per-image limits; see docs/contract.md)."""
+
+    mime_type: str
+    """``image/png``, ``image/jpeg`` or ``image/webp``."""
+    data: bytes
+    """The encoded image."""
+    width: int
+    height: int
+
+    def base64(self) -> str:
+        """``data`` in base64 (what most provider APIs take)."""
+        return base64.b64encode(self.data).decode("ascii")
+
+    def data_url(self) -> str:
+        """``data:<mime>;base64,...`` (OpenAI's ``image_url`` / ``input_image``)."""
+        return f"data:{self.mime_type};base64,{self.base64()}"
+
+    def __repr__(self) -> str:  # never the bytes
+        return (f"ToolImage(mime_type={self.mime_type!r}, data=<{len(self.data)} bytes>, "
+                f"width={self.width}, height={self.height})")
+
+
+class MediaPage(_Result):
+    """One page of a PDF as ``read`` returned it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    number: int
+    """1-based page number."""
+    text: str
+    """The page's text layer (empty when it has none)."""
+    image: ToolImage | None = None
+    """The page rendered, when it has no text layer (a scan); ``None`` otherwise, or when
+    no renderer is installed (``toolfs[media]``)."""
+
+
+class MediaResult(_Result):
+    """What ``read`` returned for an image or a PDF (text files give a
+    :class:`ReadResult`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    path: str
+    """Display path, relative to the workspace root."""
+    version: FileVersion
+    """Version of exactly the bytes shown."""
+    size: int
+    """Size of the file in bytes."""
+    kind: Literal["image", "pdf"]
+    mime_type: str
+    """The file's own type, told from its content (``image/png``, ``application/pdf``)."""
+    pages: int | None
+    """Pages in the PDF; ``None`` for an image."""
+    format: str
+    """Short name of the file's format: ``PNG``, ``JPEG``, ``GIF``, ``WebP``, ``PDF``."""
+    width: int | None = None
+    """An image's width in pixels as stored (before EXIF orientation); ``None`` for a PDF."""
+    height: int | None = None
+    image: ToolImage | None = None
+    """An image as shown to the model (downscaled, oriented, re-encoded where needed)."""
+    start_page: int | None = None
+    """A PDF's first returned page (1-based)."""
+    page_list: list[MediaPage] = []
+    """A PDF's returned pages, in order from ``start_page``."""
+    partial: bool = False
+    """True unless every page of the PDF was returned."""
+
+    @property
+    def images(self) -> tuple[ToolImage, ...]:
+        """Every image this result holds: the image, or the rendered pages."""
+        if self.image is not None:
+            return (self.image,)
+        return tuple(p.image for p in self.page_list if p.image is not None)
+
+
 ToolResult = (ReadResult | WriteResult | EditResult | GlobResult | GrepResult
-              | ListResult | PatchResult)
+              | ListResult | PatchResult | MediaResult)
 
 MAX_OUTPUT_CHARS = 100_000
 """Default character budget of what one tool call sends the model (about 25k tokens)."""

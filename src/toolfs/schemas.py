@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from toolfs.errors import fs_error
 
 DEFAULT_LIMIT = 2000
+DEFAULT_PDF_PAGES = 20
+"""Pages a read of a PDF returns when ``limit`` is not given."""
 
 ToolName = Literal["read", "write", "edit", "glob", "grep", "ls"]
 DefinitionFormat = Literal["openai", "openai_responses", "anthropic", "mcp", "json_schema"]
@@ -132,6 +134,9 @@ DESCRIPTIONS: dict[str, str] = {
     "read": (
         "Read a UTF-8 text file and return its lines numbered like `cat -n`. Use offset and "
         f"limit to page through long files (default: the first {DEFAULT_LIMIT} lines). "
+        "An image (PNG, JPEG, GIF, WebP) is shown to you as an image (offset and limit are "
+        "ignored); a PDF gives the text of its pages, and offset and limit then count "
+        f"pages (default: the first {DEFAULT_PDF_PAGES}). "
         "Reading a file, or any window of it, lets you edit or overwrite it afterwards."
     ),
     "write": (

@@ -10,9 +10,10 @@ from __future__ import annotations
 from toolfs._trusted import trusted
 from toolfs.errors import FsError, fs_error
 from toolfs.merge import Rebased, merge_edit
+from toolfs.media import SNIFF_BYTES, MediaType, read_media, sniff
 from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
 from toolfs.render import MAX_LINE_CHARS
-from toolfs.results import EditResult, LineCut, ReadResult, WriteResult
+from toolfs.results import EditResult, LineCut, MediaResult, ReadResult, WriteResult
 from toolfs.schemas import DEFAULT_LIMIT, EditArgs, ReadArgs, WriteArgs
 from toolfs.text import (
     BOM,
@@ -35,8 +36,9 @@ _WRITE_SET = frozenset(WriteResult.model_fields) - _MERGE_FIELDS
 _EDIT_SET = frozenset(EditResult.model_fields) - _MERGE_FIELDS
 
 
-def read(fs: PolicyFileSystem, args: ReadArgs) -> ReadResult:
-    """Numbered lines ``offset .. offset+limit-1`` of a UTF-8 file."""
+def read(fs: PolicyFileSystem, args: ReadArgs) -> ReadResult | MediaResult:
+    """Numbered lines ``offset .. offset+limit-1`` of a UTF-8 file; an image, or pages
+    ``offset .. offset+limit-1`` of a PDF (see :mod:`toolfs.media`)."""
     return read_file(fs, args.file_path, args.offset, args.limit)
 
 
@@ -45,8 +47,23 @@ MAX_OFFSET = 2**63 - 1
 
 
 def read_file(fs: PolicyFileSystem, file_path: str, offset: int | None = None,
-              limit: int | None = None) -> ReadResult:
+              limit: int | None = None) -> ReadResult | MediaResult:
     """:func:`read` with the arguments given one by one, already valid."""
+    return _read(fs, file_path, offset, limit, media=True)
+
+
+def read_text(fs: PolicyFileSystem, file_path: str, offset: int | None = None,
+              limit: int | None = None) -> ReadResult:
+    """:func:`read_file` of text only: an image or a PDF is ``not_text`` (for tools whose
+    results are text alone, such as Anthropic's text editor)."""
+    result = _read(fs, file_path, offset, limit, media=False)
+    assert isinstance(result, ReadResult)
+    return result
+
+
+def _read(fs: PolicyFileSystem, file_path: str, offset: int | None, limit: int | None, *,
+          media: bool) -> ReadResult | MediaResult:
+    asked_limit = limit
     offset = offset or 1
     limit = limit or DEFAULT_LIMIT
     if offset > MAX_OFFSET:
@@ -55,9 +72,28 @@ def read_file(fs: PolicyFileSystem, file_path: str, offset: int | None = None,
         raise fs_error("invalid_arguments", f"offset must be at most {MAX_OFFSET}",
                        details={"argument": "offset", "maximum": MAX_OFFSET})
     with fs.open(file_path, "rb") as f:
+        # The first bytes are in the buffer already (the first block: no request, and a
+        # file over the cap stays streamed): an image or a PDF is told by them before
+        # any text decoding.
+        if media:
+            kind = sniff(f.read(min(SNIFF_BYTES, fs.first_block)))
+            f.seek(0)
+            if kind is not None:
+                return _read_media(fs, f, kind, offset, asked_limit)
         if f.complete:
             return _read_whole(f, offset, limit)
         return _read_stream(f, offset, limit)
+
+
+def _read_media(fs: PolicyFileSystem, f: ObservedFile, media: MediaType, offset: int,
+                limit: int | None) -> MediaResult:
+    if not f.complete:  # over the size cap: an image or a PDF is only read whole
+        raise fs_error(
+            "too_large", f"{f.path} is a {media.format} file of {f.size} bytes, over the "
+            f"{fs.size_cap}-byte cap for reading images and PDFs", path=f.path,
+            details={"size": f.size, "cap": fs.size_cap, "operation": "read_media"})
+    return read_media(f.read(), media, path=f.path, version=f.version, size=f.size,
+                      offset=offset, limit=limit)
 
 
 def _read_whole(f: ObservedFile, offset: int, limit: int) -> ReadResult:

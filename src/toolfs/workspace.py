@@ -35,6 +35,7 @@ from toolfs.results import (
     GlobResult,
     GrepResult,
     ListResult,
+    MediaResult,
     ReadResult,
     ToolResult,
     WriteResult,
@@ -139,8 +140,10 @@ class Workspace:
     # so every refusal is the schema's own.
 
     def read(self, file_path: str, offset: int | None = None,
-             limit: int | None = None) -> ReadResult:
-        """Read numbered lines; raises :class:`~toolfs.errors.FsError`."""
+             limit: int | None = None) -> ReadResult | MediaResult:
+        """Read numbered lines; an image or a PDF gives a
+        :class:`~toolfs.results.MediaResult` (``offset``/``limit`` count a PDF's pages).
+        Raises :class:`~toolfs.errors.FsError`."""
         if (type(file_path) is str and _positive_or_none(offset)
                 and _positive_or_none(limit)):
             return self._guarded(tools.read_file, file_path, offset, limit)
@@ -348,7 +351,7 @@ class AsyncWorkspace:
         return await self._run(fn, *args)
 
     async def read(self, file_path: str, offset: int | None = None,
-                   limit: int | None = None) -> ReadResult:
+                   limit: int | None = None) -> ReadResult | MediaResult:
         return await self._run(self.sync.read, file_path, offset, limit)
 
     async def write(self, file_path: str, content: str) -> WriteResult:

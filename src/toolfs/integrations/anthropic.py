@@ -77,13 +77,14 @@ from toolfs.results import (
     ReadResult,
     ToolResult,
 )
-from toolfs.schemas import EditArgs, ReadArgs, WriteArgs
+from toolfs.schemas import EditArgs, WriteArgs
 from toolfs.text import decode, lines_around, normalize_newlines, split_lines
 from toolfs.tools import MAX_OFFSET
 from toolfs.versions import FileVersion
 from toolfs.workspace import AsyncWorkspace, Workspace
 
-__all__ = ["AsyncMemoryTool", "AsyncTextEditor", "MemoryTool", "TextEditor", "beta_tools"]
+__all__ = ["AsyncMemoryTool", "AsyncTextEditor", "MemoryTool", "TextEditor", "beta_tools",
+           "tool_result_content"]
 
 T = TypeVar("T")
 
@@ -464,7 +465,9 @@ class _Engine:
         room = self.budget // 8 + 1
         limit = room if end == -1 else min(end - start + 1, room)
         try:
-            result = tools.read(self.fs, ReadArgs(file_path=rel, offset=start, limit=limit))
+            # The editor's and the memory tool's results are text: an image or a PDF
+            # stays not_text there (beta_tools' read shows them).
+            result = tools.read_text(self.fs, rel, start, limit)
         except FsError as err:
             if err.code == "not_a_file" and "file" not in err.details:
                 return self._view_dir(rel, shown, raw, view_range)
@@ -1208,20 +1211,40 @@ def _arguments(ws: Workspace, name: str, arguments: dict[str, Any]
         return render_output(err, ws.max_output_chars)
 
 
-def _sync_tool(ws: Workspace, name: str) -> Callable[..., str]:
-    def run(**arguments: Any) -> str:
+def tool_result_content(output: ToolOutput) -> str | list[dict[str, Any]]:
+    """A successful output as a ``tool_result``'s content: its text, or, when it shows
+    images (a read of an image or a PDF), a text block then an image block (base64
+    source) per image."""
+    if not output.images:
+        return output.text
+    return [{"type": "text", "text": output.text},
+            *({"type": "image", "source": {"type": "base64", "media_type": image.mime_type,
+                                           "data": image.base64()}}
+              for image in output.images)]
+
+
+def _tool_result(output: ToolOutput) -> str | list[dict[str, Any]]:
+    """:func:`_result` with images (beta_tools: the editor's results are text)."""
+    if output.is_error:
+        raise ToolError(output.text)
+    return tool_result_content(output)
+
+
+def _sync_tool(ws: Workspace, name: str) -> Callable[..., str | list[dict[str, Any]]]:
+    def run(**arguments: Any) -> str | list[dict[str, Any]]:
         given = _arguments(ws, name, arguments)
-        return _result(given if isinstance(given, ToolOutput) else ws.execute(name, given))
+        return _tool_result(given if isinstance(given, ToolOutput)
+                            else ws.execute(name, given))
     run.__name__ = name
     return run
 
 
 def _async_tool(ws: AsyncWorkspace, name: str) -> Callable[..., Any]:
-    async def run(**arguments: Any) -> str:
+    async def run(**arguments: Any) -> str | list[dict[str, Any]]:
         given = _arguments(ws.sync, name, arguments)
         if isinstance(given, ToolOutput):
-            return _result(given)
-        return _result(await ws.execute(name, given))
+            return _tool_result(given)
+        return _tool_result(await ws.execute(name, given))
     run.__name__ = name
     return run
 
@@ -1236,7 +1259,7 @@ class _FunctionTool(BetaFunctionTool[Any]):
     """The SDK's function tool, answering a non-object input with toolfs's error (the
     SDK raises ``TypeError``, which the runner would hand the model as its repr)."""
 
-    def __init__(self, ws: Workspace, func: Callable[..., str], **kwargs: Any) -> None:
+    def __init__(self, ws: Workspace, func: Callable[..., Any], **kwargs: Any) -> None:
         super().__init__(func, **kwargs)
         self._ws = ws
 

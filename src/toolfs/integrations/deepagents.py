@@ -104,6 +104,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("toolfs.integrations.deepagents needs Deep Agents: "
                       "pip install 'toolfs[deepagents]'") from exc
 
+from toolfs import media
 from toolfs import tools as _tools
 from toolfs.errors import FsError, fs_error
 from toolfs.integrations._contexts import AgentContexts
@@ -129,6 +130,26 @@ def _classify(path: str) -> str:
     classify: Callable[[str], str] | None = getattr(
         _da_utils, "_get_backend_read_file_type", None)
     return classify(path) if classify is not None else "text"
+
+
+_IMAGE_TYPES = {"png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg",
+                "gif": "image/gif", "webp": "image/webp"}
+
+
+def _fitted_image(data: bytes, rel: str, shown: str) -> bytes:
+    """An image's bytes made to fit every provider's per-image limits (toolfs.media), in
+    the format Deep Agents will label it with (its extension's); as stored when the
+    content is not of that format, or when it cannot be converted here (malformed, too
+    many pixels, no ``toolfs[media]``): Deep Agents' own backends send every image as
+    stored."""
+    kind = media.sniff(data[:media.SNIFF_BYTES])
+    suffix = rel.rsplit(".", 1)[-1].lower()
+    if kind is None or kind.kind != "image" or _IMAGE_TYPES.get(suffix) != kind.mime_type:
+        return data
+    try:
+        return media.show_image(data, kind, shown, keep_format=True).image.data
+    except FsError:  # undecodable here, or no toolfs[media]: as Deep Agents sends it
+        return data
 
 
 def _literal(pattern: str) -> str:
@@ -293,8 +314,9 @@ class ToolfsBackend(BackendProtocol):
         offset, limit = max(int(offset), 0), max(int(limit), 0)
         rel = _file(file_path)
         try:
-            if _classify(file_path) != "text":
-                return self._guarded(lambda fs: self._read_binary(fs, rel))
+            kind = _classify(file_path)
+            if kind != "text":
+                return self._guarded(lambda fs: self._read_binary(fs, rel, kind))
             return self._guarded(lambda fs: self._read_text(fs, rel, offset, limit))
         except FsError as err:
             if err.code in ("not_found", "not_a_file") and not err.details.get("bucket"):
@@ -304,13 +326,15 @@ class ToolfsBackend(BackendProtocol):
                 return ReadResult(error=f"File '{file_path}' not found{hint}")
             return ReadResult(error=self._text(err, prefixed=True))
 
-    def _read_binary(self, fs: PolicyFileSystem, rel: str) -> ReadResult:
+    def _read_binary(self, fs: PolicyFileSystem, rel: str, kind: str) -> ReadResult:
         with fs.open(rel, "rb") as f:
             if not f.complete:
                 raise fs_error("too_large", f"{f.path} is {f.size} bytes, over the "
                                f"{fs.size_cap}-byte cap for reading a binary file whole",
                                path=f.path, details={"size": f.size, "cap": fs.size_cap})
             data = f.read()
+        if kind == "image":
+            data = _fitted_image(data, rel, f.path)
         return ReadResult(file_data=FileData(
             content=base64.standard_b64encode(data).decode("ascii"), encoding="base64"))
 

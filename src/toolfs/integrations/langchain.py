@@ -45,7 +45,7 @@ from toolfs.render import ToolOutput, render_error
 from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, input_schema
 from toolfs.workspace import AsyncWorkspace, Workspace
 
-__all__ = ["tools"]
+__all__ = ["message_content", "tools"]
 
 
 def tools(ws: Workspace | AsyncWorkspace,
@@ -92,13 +92,28 @@ def tools(ws: Workspace | AsyncWorkspace,
     return [_tool(name, context) for name in wanted]
 
 
-def _answer(output: ToolOutput) -> tuple[str, dict[str, Any]]:
+Content = str | list[dict[str, Any]]
+
+
+def message_content(output: ToolOutput) -> Content:
+    """A ``ToolMessage``'s content for ``output``: its text, or, when it shows images (a
+    read of an image or a PDF), a text block then a standard image block
+    (``{"type": "image", "base64", "mime_type"}``) per image, which each chat model
+    integration turns into its provider's form."""
+    if not output.images:
+        return output.text
+    return [{"type": "text", "text": output.text},
+            *({"type": "image", "base64": image.base64(), "mime_type": image.mime_type}
+              for image in output.images)]
+
+
+def _answer(output: ToolOutput) -> tuple[Content, dict[str, Any]]:
     """``(content, artifact)`` of a success; a tool error leaves as ``ToolException``
     carrying toolfs's text, which ``handle_tool_error=True`` turns into the content of a
     ``ToolMessage`` with ``status="error"``."""
     if output.is_error:
         raise ToolException(output.text)
-    return output.text, output.to_dict()
+    return message_content(output), output.to_dict()
 
 
 class _WorkspaceTool(StructuredTool):
@@ -130,15 +145,15 @@ def _of(context: Callable[[], AsyncWorkspace]) -> AsyncWorkspace:
 def _tool(name: str, context: Callable[[], AsyncWorkspace]) -> StructuredTool:
     # The arguments arrive exactly as the model sent them (a dict schema is not validated
     # by LangChain), and execute validates them against the pinned model.
-    def run(**arguments: Any) -> tuple[str, dict[str, Any]]:
+    def run(**arguments: Any) -> tuple[Content, dict[str, Any]]:
         return _answer(_of(context).sync.execute(name, arguments))
 
-    async def arun(**arguments: Any) -> tuple[str, dict[str, Any]]:
+    async def arun(**arguments: Any) -> tuple[Content, dict[str, Any]]:
         # AsyncWorkspace.execute never raises (a closed worker pool is a backend_error
         # result), so nothing but toolfs's text reaches LangChain.
         return _answer(await _of(context).execute(name, arguments))
 
-    coroutine: Callable[..., Coroutine[Any, Any, tuple[str, dict[str, Any]]]] = arun
+    coroutine: Callable[..., Coroutine[Any, Any, tuple[Content, dict[str, Any]]]] = arun
     return _WorkspaceTool(
         func=run, coroutine=coroutine, name=name, description=DESCRIPTIONS[name],
         args_schema=input_schema(name), response_format="content_and_artifact",

@@ -56,6 +56,7 @@ except ImportError as exc:
 
 from toolfs import __version__
 from toolfs.errors import ErrorCode
+from toolfs.media_render import MediaView
 from toolfs.redact import Redactor
 from toolfs.render import ToolOutput
 from toolfs.results import (
@@ -70,7 +71,7 @@ from toolfs.schemas import ARGS_MODELS, input_schema, tool_definitions
 from toolfs.workspace import AsyncWorkspace, Workspace
 
 __all__ = ["BearerAuth", "SessionLimit", "ToolError", "ToolfsMCP", "check_token", "endpoint_url",
-           "mcp_tools", "output_schema"]
+           "mcp_content", "mcp_tools", "output_schema"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,8 +84,21 @@ _RESULT_MODELS: dict[str, type[BaseModel]] = {
     "read": ReadResult, "write": WriteResult, "edit": EditResult,
     "glob": GlobResult, "grep": GrepResult, "ls": ListResult,
 }
+# A tool's other result shapes: read of an image or a PDF (toolfs.media).
+_OTHER_RESULT_MODELS: dict[str, tuple[type[BaseModel], ...]] = {"read": (MediaView,)}
 _INSTRUCTIONS = ("File tools over one workspace: find files (glob, grep, ls), then read, "
                  "write and edit text files by paths relative to the workspace root.")
+
+
+def mcp_content(output: ToolOutput, text: str | None = None) -> list[dict[str, Any]]:
+    """A tool result's ``content`` in its wire form: the text, then each image of
+    ``output.images`` as an ``ImageContent`` (base64 ``data`` and ``mimeType``).
+    ``text`` replaces ``output.text`` (a masked error text)."""
+    content: list[dict[str, Any]] = [
+        {"type": "text", "text": output.text if text is None else text}]
+    content += [{"type": "image", "data": image.base64(), "mimeType": image.mime_type}
+                for image in output.images]
+    return content
 
 
 class ToolError(BaseModel):
@@ -106,10 +120,12 @@ def output_schema(tool: str) -> dict[str, Any]:
 
 def _generated_output_schema(tool: str) -> dict[str, Any]:
     """:func:`output_schema` as generated, with ``$defs`` and ``$ref`` s."""
+    results = (_RESULT_MODELS[tool], *_OTHER_RESULT_MODELS.get(tool, ()))
     _, top = models_json_schema(
-        [(_RESULT_MODELS[tool], "serialization"), (ToolError, "serialization")],
+        [*((m, "serialization") for m in results), (ToolError, "serialization")],
         ref_template="#/$defs/{model}")
-    result_ref = {"$ref": f"#/$defs/{_RESULT_MODELS[tool].__name__}"}
+    refs = [{"$ref": f"#/$defs/{m.__name__}"} for m in results]
+    result_ref: dict[str, Any] = refs[0] if len(refs) == 1 else {"anyOf": refs}
     defs = top["$defs"]
     for model, field in _LINE_ARRAYS:
         if model in defs:
@@ -254,8 +270,9 @@ class ToolfsMCP:
             # Credentials are masked in error texts only: a result's content is the
             # file's bytes, and masking them there would corrupt the model's next edit.
             text, structured = self.redact.message(text), self.redact.data(structured)
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                    structured_content=structured, is_error=output.is_error)
+        return types.CallToolResult.model_validate({
+            "content": mcp_content(output, text), "structuredContent": structured,
+            "isError": output.is_error})
 
     async def _discover(self, ctx: ServerRequestContext[Any],
                         params: types.RequestParams) -> types.DiscoverResult:

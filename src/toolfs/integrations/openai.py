@@ -59,7 +59,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ApplyPatchEditor", "AsyncApplyPatchEditor", "PatchOperation", "PatchReport",
            "apply_patch", "apply_patch_async", "apply_patch_call_output", "apply_patch_text",
-           "handle_apply_patch_call", "run_operation"]
+           "function_call_output", "handle_apply_patch_call", "handle_function_call",
+           "run_operation"]
 
 OperationType = Literal["create_file", "update_file", "delete_file"]
 _TYPES: tuple[OperationType, ...] = ("create_file", "update_file", "delete_file")
@@ -308,6 +309,33 @@ def handle_apply_patch_call(ws: Workspace, call: Any, *,
                             require_read: bool = True) -> dict[str, Any]:
     """Apply an ``apply_patch_call`` item and return its ``apply_patch_call_output``."""
     return apply_patch_call_output(call, apply_patch(ws, call, require_read=require_read))
+
+
+# -- toolfs's own tools as Responses API function calls ---------------------------------
+
+
+def function_call_output(call: Any, output: ToolOutput) -> dict[str, Any]:
+    """The ``function_call_output`` input item answering ``call`` (a ``function_call``
+    item: dict or the openai SDK's ``ResponseFunctionToolCall``) with ``output``: its
+    text, or, when it shows images (a read of an image or a PDF), an ``input_text`` and
+    an ``input_image`` (a data URL) per image."""
+    call_id = _fields(call).get("call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise _invalid("the function_call has no call_id")
+    result: str | list[dict[str, Any]] = output.text
+    if output.images:
+        result = [{"type": "input_text", "text": output.text},
+                  *({"type": "input_image", "image_url": image.data_url(), "detail": "auto"}
+                    for image in output.images)]
+    return {"type": "function_call_output", "call_id": call_id, "output": result}
+
+
+def handle_function_call(ws: Workspace, call: Any) -> dict[str, Any]:
+    """Run a ``function_call`` item of one of toolfs's tools (from
+    ``tool_definitions("openai_responses")``) and return its ``function_call_output``."""
+    fields = _fields(call)
+    return function_call_output(call, ws.execute(fields.get("name", ""),
+                                                 fields.get("arguments") or "{}"))
 
 
 # -- a whole patch (*** Begin Patch ... *** End Patch) -----------------------------------

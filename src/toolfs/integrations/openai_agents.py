@@ -32,17 +32,23 @@ import functools
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any
 
-from agents import FunctionTool, RunContextWrapper, ToolTimeoutError
+from agents import (
+    FunctionTool,
+    RunContextWrapper,
+    ToolOutputImage,
+    ToolOutputText,
+    ToolTimeoutError,
+)
 from agents.tool_context import ToolContext
 
 from toolfs.errors import fs_error
 from toolfs.integrations._contexts import AgentContexts
 from toolfs.integrations._timeouts import timed_out
-from toolfs.render import render_output
+from toolfs.render import ToolOutput, render_output
 from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, strict_input_schema
 from toolfs.workspace import AsyncWorkspace, Workspace
 
-__all__ = ["ApprovalFunction", "function_tools", "strict_schema"]
+__all__ = ["ApprovalFunction", "function_tools", "strict_schema", "tool_output"]
 
 ApprovalFunction = Callable[[RunContextWrapper[Any], dict[str, Any], str], Awaitable[bool]]
 """The SDK's per-call approval policy: ``(run_context, arguments, call_id) -> bool``."""
@@ -129,9 +135,19 @@ class _Conversations:
         return self.root if name is None else self._contexts.get(name)
 
 
+def tool_output(output: ToolOutput) -> str | list[ToolOutputText | ToolOutputImage]:
+    """What a tool returns to the SDK: the text, or, when the output shows images (a
+    read of an image or a PDF), ``ToolOutputText`` then a ``ToolOutputImage`` (a data
+    URL) per image, which the SDK sends as ``input_text`` and ``input_image`` items."""
+    if not output.images:
+        return output.text
+    return [ToolOutputText(text=output.text),
+            *(ToolOutputImage(image_url=image.data_url()) for image in output.images)]
+
+
 def _invoker(contexts: _Conversations, name: str
-             ) -> Callable[[ToolContext[Any], str], Awaitable[str]]:
-    async def invoke(context: ToolContext[Any], arguments: str) -> str:
+             ) -> Callable[[ToolContext[Any], str], Awaitable[Any]]:
+    async def invoke(context: ToolContext[Any], arguments: str) -> Any:
         # The model's JSON goes to execute as it came: execute parses it, takes a strict
         # call's nulls for optional arguments as "not given" and names every problem
         # (a null for a required one, malformed JSON, ...) exactly as for every other
@@ -145,7 +161,7 @@ def _invoker(contexts: _Conversations, name: str
                                  contexts.root.sync.max_output_chars).text
         empty = not arguments or (isinstance(arguments, str) and not arguments.strip())
         given: Any = {} if empty else arguments  # a call with no arguments is {}
-        return (await aws.execute(name, given)).text
+        return tool_output(await aws.execute(name, given))
 
     invoke.__name__ = f"toolfs_{name}"
     return invoke

@@ -33,7 +33,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Literal, TypeVar
 
-from pydantic_ai import FunctionToolset, RunContext, Tool, ToolFailed
+from pydantic_ai import BinaryContent, FunctionToolset, RunContext, Tool, ToolFailed, ToolReturn
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import ToolsetTool
 from pydantic_ai.toolsets.function import FunctionToolsetTool
@@ -41,11 +41,11 @@ from pydantic_ai.toolsets.function import FunctionToolsetTool
 from toolfs.errors import FsError, fs_error
 from toolfs.integrations._contexts import AgentContexts
 from toolfs.integrations._timeouts import timed_out
-from toolfs.render import render_output
+from toolfs.render import ToolOutput, render_output
 from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, input_schema
 from toolfs.workspace import AsyncWorkspace, Workspace
 
-__all__ = ["ToolfsToolset", "toolset"]
+__all__ = ["ToolfsToolset", "tool_return", "toolset"]
 
 _ToolT = TypeVar("_ToolT", bound=ToolsetTool[Any])
 
@@ -163,7 +163,7 @@ class _Runner:
         self.conversations, self.name, self.timeout = conversations, name, timeout
         self.__name__ = f"toolfs_{name}"
 
-    async def __call__(self, ctx: RunContext[Any], /, **arguments: Any) -> str:
+    async def __call__(self, ctx: RunContext[Any], /, **arguments: Any) -> str | ToolReturn:
         # `self` is positional-only so that a model argument named "self" reaches
         # execute (and is reported there) instead of breaking the call. The arguments
         # go as they came: execute takes nulls for optional arguments as "not given" and
@@ -183,4 +183,15 @@ class _Runner:
             raise ToolFailed(render_output(err, aws.sync.max_output_chars).text) from None
         if output.is_error:
             raise ToolFailed(output.text)
+        return tool_return(output)
+
+
+def tool_return(output: ToolOutput) -> str | ToolReturn:
+    """A successful output as a tool's return: its text, or, when it shows images (a
+    read of an image or a PDF), a ``ToolReturn`` of the text with each image as
+    ``BinaryContent`` (pydantic-ai sends them to the model beside the tool result)."""
+    if not output.images:
         return output.text
+    return ToolReturn(return_value=output.text,
+                      content=[BinaryContent(data=image.data, media_type=image.mime_type)
+                               for image in output.images])
