@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from toolfs._trusted import trusted
 from toolfs.errors import FsError, fs_error
-from toolfs.merge import Rebased, merge_edit
 from toolfs.media import SNIFF_BYTES, MediaType, read_media, sniff
+from toolfs.merge import Rebased, merge_edit
 from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
 from toolfs.render import MAX_LINE_CHARS
 from toolfs.results import EditResult, LineCut, MediaResult, ReadResult, WriteResult
