@@ -49,6 +49,7 @@ from fsspec.spec import AbstractFileSystem
 
 from toolfs._trusted import trusted
 from toolfs.backends import Create, Overwrite, PutMode, Store, Update, store_for, unwrapped
+from toolfs.backends import conditions
 from toolfs.backends.base import Blob
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable
@@ -127,6 +128,10 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         block_size: bytes per request when streaming a file over ``size_cap``.
         cache_bytes: memory bound of the observed-content cache.
         store: the conditional-store adapter (default: chosen by ``fs``'s type).
+        trust_conditions: skip the check that the service honours conditional writes
+            (S3, GCS, Azure: probed once per process and bucket before the first write,
+            see :mod:`toolfs.backends.conditions`) and write even where it failed,
+            accepting that concurrent changes may be lost there.
     """
 
     protocol: ClassVar[str] = "toolfs"
@@ -154,6 +159,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         ls_limit: int = 1_000,
         max_in_flight: int = 16,
         gitignore: bool = True,
+        trust_conditions: bool = False,
     ) -> None:
         super().__init__()
         if store is None:  # a DirFileSystem over a known backend gets that backend's store
@@ -196,6 +202,11 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         # A commit and the ledger update after it happen under one lock per file (striped),
         # so this context's ledger never goes back to a version it has already replaced.
         self._commit_locks = [threading.Lock() for _ in range(_COMMIT_STRIPES)]
+        self.trust_conditions = trust_conditions
+        """Write without checking that the service honours conditional writes."""
+        # Set once the store's conditions are known to hold for every path this
+        # filesystem writes (its root names the one bucket they all go to).
+        self._conditions_verified = trust_conditions or not self.store.conditions_by_service
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -367,7 +378,9 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         try:
             names: list[str] = []
             for entry in self.store.list_dir(parent):
-                names.append(entry.path.rstrip("/").rsplit("/", 1)[-1])
+                name = entry.path.rstrip("/").rsplit("/", 1)[-1]
+                if not conditions.is_reserved_name(name):
+                    names.append(name)
                 if len(names) >= SIBLINGS_SCAN_LIMIT:
                     break
         except Exception:  # a hint only; never let it mask the real error
@@ -583,6 +596,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         size = len(data)
         if size > self.size_cap:
             self._check_cap(target, size, "write" if op == "write" else "change")
+        if not self._conditions_verified or conditions.RESERVED_MARK in target.display:
+            self._check_conditions(target, op)
         before = put.expected if isinstance(put, Update) else None
         if self.subscribers:
             self._before("fs/write-intent", op, target, before=before)
@@ -609,6 +624,36 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         if self.subscribers:
             self._notify("fs/written", op, target, before=before, after=version)
         return Commit(path=target.display, created=created, version=version, size=size)
+
+    def verify_conditions(self) -> None:
+        """Raise ``unsupported`` unless the service honours the conditional writes every
+        change relies on (probed once per process and bucket on S3, GCS and Azure, see
+        :mod:`toolfs.backends.conditions`; nothing to check on memory, local disk or the
+        generic store). A no-op with ``trust_conditions`` or ``read_only``. The first
+        change makes the same check; servers call this at start."""
+        if self._conditions_verified or self.read_only:
+            return
+        conditions.verify(self.store, self.jail.join(""))
+        self._conditions_verified = bool(conditions.scratch_dir(self.store, None))
+
+    def _check_conditions(self, target: Target, op: Operation) -> None:
+        """Before a change of ``target``: refuse toolfs's reserved names, and verify the
+        store's conditions (see :meth:`verify_conditions`) unless known to hold."""
+        if conditions.has_reserved_part(target.display):
+            # A user file of that form would be hidden from listings (and on local
+            # disk taken for a crashed write's leftover): refused before any request.
+            err = fs_error("invalid_arguments", f"{target.display}: names of the form "
+                           f".NAME{conditions.RESERVED_MARK}* are reserved for toolfs's "
+                           "own temporary objects", path=target.display)
+            raise self._fail(err, target, op)
+        if self._conditions_verified:
+            return
+        try:
+            conditions.verify(self.store, target.backend_path)
+        except FsError as err:
+            raise self._fail(err, target, op) from err.__cause__
+        # A root naming a bucket: every later change goes to the bucket just checked.
+        self._conditions_verified = bool(conditions.scratch_dir(self.store, None))
 
     def _put(self, target: Target, data: bytes, put: PutMode, op: Operation) -> FileVersion:
         try:
@@ -746,6 +791,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
     def _delete(self, target: Target, mode: Update | Overwrite) -> None:
         """Remove the file on condition ``mode``; the one place every delete goes through."""
         self._check_writable(target, "delete")
+        if not self._conditions_verified or conditions.RESERVED_MARK in target.display:
+            self._check_conditions(target, "delete")
         before = mode.expected if isinstance(mode, Update) else None
         self._before("fs/write-intent", "delete", target, before=before)
         with self._commit_locks[hash(target.backend_path) % _COMMIT_STRIPES]:
@@ -855,8 +902,11 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
 
     def _shown(self, backend_path: str, kind: str) -> bool:
         """Whether a listed entry may be shown: not a symlink leading out of the root
-        (local disk), not denied itself, and not a directory whose every entry is denied
-        (``secrets/**``)."""
+        (local disk), not toolfs's own temporary object, not denied itself, and not a
+        directory whose every entry is denied (``secrets/**``)."""
+        if conditions.RESERVED_MARK in backend_path and conditions.has_reserved_part(
+                self.jail.display_of(backend_path)):
+            return False
         if self.jail.resolve_symlinks and not _inside(os.path.realpath(backend_path),
                                                       self.jail.real_root):
             return False
@@ -971,6 +1021,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         parts = rel.split("/")
         if "" in parts or "." in parts or ".." in parts:
             return None
+        if conditions.RESERVED_MARK in rel and any(map(conditions.is_reserved_name, parts)):
+            return None  # toolfs's own temporary object (a probe's, a crashed write's)
         rel = escape_undecodable(f"{prefix}/{rel}" if prefix else rel)
         display = rel if target.is_root else f"{escape_undecodable(target.display)}/{rel}"
         if not self.visible(display, name):
