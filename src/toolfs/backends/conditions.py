@@ -175,22 +175,24 @@ def _probe_explained(store: Store, where: str) -> str | None:
     """:func:`probe`, an error that stopped it said as such: never ``stale`` (the
     probe's own refusal is not the caller's file having changed), never naming the
     scratch object as if it were the caller's file."""
+    name = f"{where.rstrip('/')}/{PROBE_PREFIX}{secrets.token_hex(12)}"
     try:
-        return probe(store, where)
+        return probe(store, name)
     except FsError as err:
         code = "backend_error" if err.code == "stale" else err.code
-        out = fs_error(code, "checking that the store honours conditional writes (a "
-                       f"scratch object in {where}) failed: {err.message}",
+        message = err.message.replace(name, "the scratch object")
+        out = fs_error(code, "checking that the store honours conditional writes (with a "
+                       f"scratch object in {where}) failed: {message}",
                        details={**err.details, "condition_probe": True})
         out.__cause__ = err
         raise out from err
 
 
-def probe(store: Store, where: str) -> str | None:
-    """Run the probe (see the module docstring) on a new scratch object in the
-    directory ``where``; ``None`` if every condition held, else which one was ignored.
-    Raises the store's error if a step fails otherwise (the object is still removed)."""
-    name = f"{where.rstrip('/')}/{PROBE_PREFIX}{secrets.token_hex(12)}"
+def probe(store: Store, name: str) -> str | None:
+    """Run the probe (see the module docstring) on the new scratch object ``name`` (a
+    reserved name, see :data:`PROBE_PREFIX`); ``None`` if every condition held, else
+    which one was ignored. Raises the store's error if a step fails otherwise (the
+    object is still removed)."""
     tag = name.rsplit("-", 1)[-1]
 
     def body(step: str) -> bytes:

@@ -48,8 +48,16 @@ from typing import Any, ClassVar, Literal, get_args
 from fsspec.spec import AbstractFileSystem
 
 from toolfs._trusted import trusted
-from toolfs.backends import Create, Overwrite, PutMode, Store, Update, store_for, unwrapped
-from toolfs.backends import conditions
+from toolfs.backends import (
+    Create,
+    Overwrite,
+    PutMode,
+    Store,
+    Update,
+    conditions,
+    store_for,
+    unwrapped,
+)
 from toolfs.backends.base import Blob
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable

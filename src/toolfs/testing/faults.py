@@ -67,8 +67,8 @@ from typing import Any, Literal, Self, get_args
 
 __all__ = [
     "CONDITION_HANDLING",
-    "ConditionHandling",
     "FAULTS",
+    "ConditionHandling",
     "Fault",
     "FaultProxy",
     "Injection",
