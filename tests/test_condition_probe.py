@@ -217,3 +217,28 @@ def test_reserved_names_are_never_listed_nor_written(backend: Backend) -> None:
         out = ws.execute("write", {"file_path": name, "content": "mine\n"})
         assert out.error is not None and out.error.code == "invalid_arguments", out.text
     assert backend.get(leftover) == b"needle\n"
+
+
+@pytest.mark.parametrize("proxied", ["strip"], indirect=True)
+def test_serve_checks_the_conditions_at_start(proxied: Proxied, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from toolfs.integrations import mcp_server
+    from toolfs.integrations.cli import main
+
+    argv = ["serve", f"s3://{proxied.b.root}"]
+    options = {**proxied.b.emulator.s3fs_storage_options(),
+               "endpoint_url": proxied.proxy.endpoint_url, "skip_instance_cache": True}
+    for key, value in options.items():
+        argv += ["-o", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "[unsupported]" in err and "this store ignores conditional writes" in err, err
+    assert "--trust-conditions" in err
+    served: list[bool] = []
+    monkeypatch.setattr(mcp_server.ToolfsMCP, "serve_stdio",
+                        lambda self: served.append(
+                            self.workspace.new_context().sync.fs.trust_conditions))
+    assert main([*argv, "--trust-conditions"]) == 0
+    assert served == [True]
