@@ -55,6 +55,9 @@ def naive_edit(fs: Any, key: str, old: bytes, new: bytes, seen: str) -> None:
 def measure(emu: Any, fs: Any, bucket: str, rounds: int) -> list[tuple[str, float, float]]:
     key = f"{bucket}/bench/f.py"
     ws = toolfs.Workspace(fs, root=f"{bucket}/bench")
+    # The condition probe runs once per process and bucket (docs/backends.md states its
+    # cost); here, before the per-call counts.
+    ws.check_root()
     totals = {"read": [0, 0], "edit after read": [0, 0], "write (create)": [0, 0],
               "write (update)": [0, 0], "stale edit": [0, 0]}
     for i in range(rounds):

@@ -364,6 +364,7 @@ def test_a_write_whose_response_is_lost_is_reported_truly(az: AzureBackend,
 
     with FaultProxy(az.emulator.endpoint_url, timeout=5.0) as proxy:
         ws = toolfs.Workspace(_behind_faults(az, proxy), root=az.root)
+        ws.check_root()  # the condition probe, before any fault is planned
         proxy.plan(fault, method="PUT")
         az.emulator.clear_requests()
         out = ws.execute("write", {"file_path": "f.txt", "content": "one\n"})
@@ -398,6 +399,7 @@ def test_a_delete_whose_response_is_lost_is_reported_truly(az: AzureBackend, how
     with FaultProxy(az.emulator.endpoint_url, timeout=5.0) as proxy:
         az.put("a.txt", MOVED_OLD)
         ws = toolfs.Workspace(_behind_faults(az, proxy), root=az.root)
+        ws.check_root()  # the condition probe, before any fault is planned
         assert ws.execute("read", {"file_path": "a.txt"}).error is None
         az.emulator.clear_requests()
         proxy.plan(fault, method="DELETE")
@@ -433,6 +435,7 @@ def test_a_lost_delete_that_cannot_be_checked_is_a_backend_error(az: AzureBacken
             if hasattr(policy, "total_retries"):
                 policy.total_retries = 1  # a persistent 500 gives up at once
         ws = toolfs.Workspace(fs, root=az.root)
+        ws.check_root()  # the condition probe, before any fault is planned
         assert ws.execute("read", {"file_path": "a.txt"}).error is None
         unverifiable_delete(ws, proxy, how, "HEAD")
         assert not az.exists("a.txt")

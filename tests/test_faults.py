@@ -96,7 +96,9 @@ class Harness:
             self.b.emulator.s3fs_storage_options(), self.proxy.endpoint_url, timeout=TIMEOUT)
         fs = s3fs.S3FileSystem(session=self.session, **options)
         fs.retries = 1
-        return toolfs.Workspace(fs, root=self.b.root)
+        ws = toolfs.Workspace(fs, root=self.b.root)
+        ws.check_root()  # the condition probe (once per proxy), before any fault
+        return ws
 
     def seed(self, rel: str, data: bytes | None) -> None:
         """Put (or leave absent) ``rel`` behind toolfs's back, straight to the emulator."""
@@ -349,7 +351,9 @@ def gcs_proxy(gcs_emulator: GCSEmulator) -> Iterator[FaultProxy]:
 def gcs_workspace(gcs: GCSBackend, proxy: FaultProxy) -> toolfs.Workspace:
     """A workspace whose gcsfs talks to fake-gcs-server through ``proxy``."""
     fs = gcs.emulator.gcsfs_filesystem(endpoint_url=proxy.endpoint_url)
-    return toolfs.Workspace(fs, root=gcs.root)
+    ws = toolfs.Workspace(fs, root=gcs.root)
+    ws.check_root()  # the condition probe, before any fault is planned
+    return ws
 
 
 @pytest.fixture

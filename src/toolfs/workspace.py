@@ -74,8 +74,8 @@ class Workspace:
 
     Options (all keyword): ``policy`` (``None`` turns the observation rules off),
     ``read_only``, ``deny`` (globs), ``size_cap``, ``first_block``, ``block_size``,
-    ``cache_bytes``, ``context_id``, ``subscribers``, ``diff_chars`` -- see
-    :class:`~toolfs.policy.PolicyFileSystem`; ``max_output_chars`` (default 100,000):
+    ``cache_bytes``, ``context_id``, ``subscribers``, ``diff_chars``,
+    ``trust_conditions`` -- see :class:`~toolfs.policy.PolicyFileSystem`; ``max_output_chars`` (default 100,000):
     the character budget of what :meth:`execute` returns to the model (a ``stale``
     refusal's diff is kept within it: ``diff_chars`` defaults to what fits).
     ``Workspace(..., policy=toolfs.Policy(on_stale="merge"))`` merges a change made from
@@ -286,9 +286,17 @@ class Workspace:
 
     def check_root(self) -> None:
         """Raise ``not_found`` if the root cannot hold files (a missing bucket or
-        directory), ``not_a_file`` if it is a file. One request on object stores; servers
-        call it once at start."""
-        self._guarded(lambda fs: fs.store.check_root())
+        directory), ``not_a_file`` if it is a file, and ``unsupported`` if the service
+        ignores conditional writes (unless ``trust_conditions`` or ``read_only``; see
+        :meth:`~toolfs.policy.PolicyFileSystem.verify_conditions`). One request on object
+        stores, plus the condition probe once per process and bucket (see
+        docs/backends.md); servers call it once at start."""
+
+        def check(fs: PolicyFileSystem) -> None:
+            fs.store.check_root()
+            fs.verify_conditions()
+
+        self._guarded(check)
 
     def snapshot(self) -> LedgerSnapshot:
         """What this context observed, to :meth:`restore` after a restart."""

@@ -128,6 +128,10 @@ class Store(ABC):
     (``outside_root``) when the root's path no longer leads to the directory resolved
     when the store was made (a parent swapped for a symlink): the policy then leaves
     that check to the store for the calls that reach files only through it."""
+    conditions_by_service: ClassVar[bool] = False
+    """The conditions of ``put`` and ``delete`` are the service's to honour (conditional
+    requests), not checked by this adapter itself: the policy verifies once per process
+    and bucket that the service honours them (:mod:`toolfs.backends.conditions`)."""
 
     def __init__(self, fs: Any, *, root: str | None = None,
                  size_cap: int = 10 * 1024 * 1024) -> None:
@@ -293,6 +297,8 @@ class Store(ABC):
 
 class AsyncStore(Store):
     """A store whose core is async; the sync API runs it on fsspec's I/O loop."""
+
+    conditions_by_service: ClassVar[bool] = True  # a remote service: S3, GCS, Azure
 
     @abstractmethod
     async def get_async(

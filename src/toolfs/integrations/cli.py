@@ -143,6 +143,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="fsspec URL or local path: memory://x, ./repo, s3://bucket/prefix")
     serve.add_argument("--root", help="a sub-path of URL to confine the tools to")
     serve.add_argument("--read-only", action="store_true", help="refuse every change")
+    serve.add_argument("--trust-conditions", action="store_true",
+                       help="write even where the store ignores conditional writes "
+                       "(checked at start on S3, GCS and Azure), accepting that "
+                       "concurrent changes may be lost")
     serve.add_argument("--deny", metavar="GLOB", action="append", default=[],
                        help="refuse paths matching GLOB (gitignore style; repeatable), "
                        "e.g. --deny '.git/**' --deny .env")
@@ -269,7 +273,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     workspace = Workspace(args.url, options or None, root=args.root,
                           read_only=args.read_only, deny=tuple(args.deny),
-                          policy=Policy(on_stale=args.on_stale))
+                          policy=Policy(on_stale=args.on_stale),
+                          trust_conditions=args.trust_conditions)
     workspace.check_root()  # a missing bucket is said now, not on every call
     server = ToolfsMCP(workspace, redact=redact, tools=args.tools)
     with _log_to_stderr(redact):

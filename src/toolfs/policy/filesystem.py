@@ -50,7 +50,16 @@ from typing import Any, ClassVar, Literal, get_args
 from fsspec.spec import AbstractFileSystem
 
 from toolfs._trusted import trusted
-from toolfs.backends import Create, Overwrite, PutMode, Store, Update, store_for, unwrapped
+from toolfs.backends import (
+    Create,
+    Overwrite,
+    PutMode,
+    Store,
+    Update,
+    conditions,
+    store_for,
+    unwrapped,
+)
 from toolfs.backends.base import Blob, forget_listings
 from toolfs.diff import text_diff
 from toolfs.errors import FsError, fs_error
@@ -186,6 +195,10 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         diff_chars: the most characters of diff a ``stale`` refusal (or a write-intent
             event) carries; a refusal whose whole diff fits counts as an observation of
             the current version.
+        trust_conditions: skip the check that the service honours conditional writes
+            (S3, GCS, Azure: probed once per process and bucket before the first write,
+            see :mod:`toolfs.backends.conditions`) and write even where it failed,
+            accepting that concurrent changes may be lost there.
     """
 
     protocol: ClassVar[str] = "toolfs"
@@ -219,6 +232,7 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         target_options: dict[str, Any] | None = None,
         fo: str | None = None,
         diff_chars: int = DIFF_CHARS,
+        trust_conditions: bool = False,
     ) -> None:
         super().__init__()
         policy = policy_option(policy)
@@ -274,6 +288,11 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
             raise fs_error("invalid_arguments", "diff_chars must be a non-negative integer")
         self.diff_chars = diff_chars
         """Most characters of diff a ``stale`` refusal or write-intent event carries."""
+        self.trust_conditions = trust_conditions
+        """Write without checking that the service honours conditional writes."""
+        # Set once the store's conditions are known to hold for every path this
+        # filesystem writes (its root names the one bucket they all go to).
+        self._conditions_verified = trust_conditions or not self.store.conditions_by_service
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -466,7 +485,9 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         try:
             names: list[str] = []
             for entry in self.store.list_dir(parent):
-                names.append(entry.path.rstrip("/").rsplit("/", 1)[-1])
+                name = entry.path.rstrip("/").rsplit("/", 1)[-1]
+                if not conditions.is_reserved_name(name):
+                    names.append(name)
                 if len(names) >= SIBLINGS_SCAN_LIMIT:
                     break
         except Exception:  # a hint only; never let it mask the real error
@@ -696,6 +717,8 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         size = len(data)
         if size > self.size_cap:
             self._check_cap(target, size, "write" if op == "write" else "change")
+        if not self._conditions_verified or conditions.RESERVED_MARK in target.display:
+            self._check_conditions(target, op)
         before = put.expected if isinstance(put, Update) else None
         if self.subscribers:
             self._before("fs/write-intent", op, target, before=before,
@@ -848,6 +871,35 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         if isinstance(current, FsError):
             return err
         return self._shown_change(target, err, base, expected, current)
+    def verify_conditions(self) -> None:
+        """Raise ``unsupported`` unless the service honours the conditional writes every
+        change relies on (probed once per process and bucket on S3, GCS and Azure, see
+        :mod:`toolfs.backends.conditions`; nothing to check on memory, local disk or the
+        generic store). A no-op with ``trust_conditions`` or ``read_only``. The first
+        change makes the same check; servers call this at start."""
+        if self._conditions_verified or self.read_only:
+            return
+        conditions.verify(self.store, self.jail.join(""))
+        self._conditions_verified = bool(conditions.scratch_dir(self.store, None))
+
+    def _check_conditions(self, target: Target, op: Operation) -> None:
+        """Before a change of ``target``: refuse toolfs's reserved names, and verify the
+        store's conditions (see :meth:`verify_conditions`) unless known to hold."""
+        if conditions.has_reserved_part(target.display):
+            # A user file of that form would be hidden from listings (and on local
+            # disk taken for a crashed write's leftover): refused before any request.
+            err = fs_error("invalid_arguments", f"{target.display}: names of the form "
+                           f".NAME{conditions.RESERVED_MARK}* are reserved for toolfs's "
+                           "own temporary objects", path=target.display)
+            raise self._fail(err, target, op)
+        if self._conditions_verified:
+            return
+        try:
+            conditions.verify(self.store, target.backend_path)
+        except FsError as err:
+            raise self._fail(err, target, op) from err.__cause__
+        # A root naming a bucket: every later change goes to the bucket just checked.
+        self._conditions_verified = bool(conditions.scratch_dir(self.store, None))
 
     def _put(self, target: Target, data: bytes, put: PutMode, op: Operation) -> FileVersion:
         try:
@@ -985,6 +1037,8 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
     def _delete(self, target: Target, mode: Update | Overwrite) -> None:
         """Remove the file on condition ``mode``; the one place every delete goes through."""
         self._check_writable(target, "delete")
+        if not self._conditions_verified or conditions.RESERVED_MARK in target.display:
+            self._check_conditions(target, "delete")
         before = mode.expected if isinstance(mode, Update) else None
         self._before("fs/write-intent", "delete", target, before=before)
         with _turn(target.backend_path):
@@ -1102,8 +1156,11 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
 
     def _shown(self, backend_path: str, kind: str) -> bool:
         """Whether a listed entry may be shown: not a symlink leading out of the root
-        (local disk), not denied itself, and not a directory whose every entry is denied
-        (``secrets/**``)."""
+        (local disk), not toolfs's own temporary object, not denied itself, and not a
+        directory whose every entry is denied (``secrets/**``)."""
+        if conditions.RESERVED_MARK in backend_path and conditions.has_reserved_part(
+                self.jail.display_of(backend_path)):
+            return False
         if self.jail.resolve_symlinks and not _inside(os.path.realpath(backend_path),
                                                       self.jail.real_root):
             return False
@@ -1223,6 +1280,8 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         parts = rel.split("/")
         if "" in parts or "." in parts or ".." in parts:
             return None
+        if conditions.RESERVED_MARK in rel and any(map(conditions.is_reserved_name, parts)):
+            return None  # toolfs's own temporary object (a probe's, a crashed write's)
         rel = escape_undecodable(f"{prefix}/{rel}" if prefix else rel)
         display = rel if target.is_root else f"{escape_undecodable(target.display)}/{rel}"
         if not self.visible(display, name):

@@ -26,6 +26,21 @@ it handled it, the client never learns how):
 ``truncate_after_forward``
     forward, relay the status, the headers and half of the body, then reset.
 
+Besides faults, a proxy can misbehave about conditional requests the way some
+S3-compatible gateways do (``conditions=``, for S3-style upstreams such as moto):
+
+``"honour"`` (default)
+    forward ``If-Match`` / ``If-None-Match`` as sent.
+``"strip"``
+    drop them: every conditional write lands unconditionally.
+``"strip_if_match"``
+    drop ``If-Match`` only: creates are guarded, updates and deletes are not.
+``"check_then_write"``
+    evaluate them itself on writes (``PUT``, ``DELETE``) -- a ``HEAD`` of the key,
+    ``412`` when the condition fails -- then, ``check_delay`` seconds later, forward the
+    write without them. Alone, a request gets the right answer; two that cross both
+    pass the check, and both land.
+
 Rules are tried in order; the first that matches the request (method, path substring,
 predicate), still has ``times`` left and wins its ``probability`` roll (seeded) applies.
 Each connection carries one request (responses say ``Connection: close``), bodies are
@@ -51,7 +66,9 @@ from types import TracebackType
 from typing import Any, Literal, Self, get_args
 
 __all__ = [
+    "CONDITION_HANDLING",
     "FAULTS",
+    "ConditionHandling",
     "Fault",
     "FaultProxy",
     "Injection",
@@ -70,12 +87,20 @@ Fault = Literal[
     "truncate_after_forward",
 ]
 FAULTS: tuple[Fault, ...] = get_args(Fault)
+ConditionHandling = Literal["honour", "strip", "strip_if_match", "check_then_write"]
+CONDITION_HANDLING: tuple[ConditionHandling, ...] = get_args(ConditionHandling)
+_CONDITIONAL = ("if-match", "if-none-match")
 
 _HOST = "127.0.0.1"
 _HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
     "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "expect",
 })
+_ERROR_412 = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>PreconditionFailed</Code>'
+    b"<Message>At least one of the pre-conditions you specified did not hold</Message>"
+    b"<RequestId>toolfs-fault-proxy</RequestId></Error>"
+)
 _ERROR_500 = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InternalError</Code>'
     b"<Message>We encountered an internal error. Please try again.</Message>"
@@ -143,7 +168,9 @@ class FaultProxy:
     """A threaded reverse proxy on 127.0.0.1 that injects faults by plan."""
 
     def __init__(self, upstream_url: str, *, rules: list[Rule] | None = None,
-                 seed: int | None = 0, timeout: float = 10.0) -> None:
+                 seed: int | None = 0, timeout: float = 10.0,
+                 conditions: ConditionHandling = "honour",
+                 check_delay: float = 0.2) -> None:
         """Prepare a proxy; it listens from :meth:`start` (or ``with``) on.
 
         Args:
@@ -151,7 +178,15 @@ class FaultProxy:
             rules: the initial plan (see :meth:`plan`).
             seed: seed of the RNG behind ``probability``.
             timeout: seconds for every socket operation, both sides.
+            conditions: what to do with conditional headers (module docstring).
+            check_delay: seconds between the check and the write, for
+                ``"check_then_write"``: the window in which crossing writes both pass.
         """
+        if conditions not in CONDITION_HANDLING:
+            raise ValueError(f"unknown conditions handling {conditions!r}; one of "
+                             f"{', '.join(CONDITION_HANDLING)}")
+        self.conditions: ConditionHandling = conditions
+        self.check_delay = check_delay
         split = urllib.parse.urlsplit(upstream_url)
         if split.scheme != "http" or not split.hostname or not split.port:
             raise ValueError(f"upstream must be http://host:port, not {upstream_url!r}")
@@ -336,8 +371,24 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         if fault == "delay" and rule is not None:
             time.sleep(rule.delay)
+        drop: frozenset[str] = frozenset()
+        if proxy.conditions == "strip_if_match":
+            drop = frozenset({"if-match"})
+        elif proxy.conditions != "honour" and any(h in request.headers for h in _CONDITIONAL):
+            drop = frozenset(_CONDITIONAL)
+            if proxy.conditions == "check_then_write" and self.command in ("PUT", "DELETE"):
+                try:
+                    refused = self._condition_fails(request)
+                except (OSError, http.client.HTTPException) as exc:
+                    self._send(502, [("Content-Type", "text/plain")],
+                               f"fault proxy: {exc}".encode())
+                    return
+                if refused:
+                    self._send(412, [("Content-Type", "application/xml")], _ERROR_412)
+                    return
+                time.sleep(proxy.check_delay)
         try:
-            status, reason, headers, payload = self._forward(body)
+            status, reason, headers, payload = self._forward(body, drop=drop)
         except (OSError, http.client.HTTPException) as exc:
             record(None)
             self._send(502, [("Content-Type", "text/plain")], f"fault proxy: {exc}".encode())
@@ -367,16 +418,32 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             pass  # trailers
         return b"".join(parts)
 
-    def _forward(self, body: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:
+    def _condition_fails(self, request: ProxiedRequest) -> bool:
+        """Evaluate the request's S3-style condition with a ``HEAD`` of its key."""
+        status, _, headers, _ = self._forward(
+            b"", method="HEAD", path=urllib.parse.urlsplit(self.path).path,
+            drop=frozenset({*_CONDITIONAL, "content-md5", "content-type"}))
+        etag = next((v for k, v in headers if k.lower() == "etag"), None)
+        exists = status == 200
+        if request.headers.get("if-none-match", "").strip() == "*" and exists:
+            return True
+        wanted = request.headers.get("if-match")
+        return wanted is not None and (not exists or wanted.strip() != (etag or "").strip())
+
+    def _forward(self, body: bytes, *, method: str | None = None, path: str | None = None,
+                 drop: frozenset[str] = frozenset()
+                 ) -> tuple[int, str, list[tuple[str, str]], bytes]:
         host, port = self.server.proxy.upstream
         upstream = http.client.HTTPConnection(host, port, timeout=self.server.proxy.timeout)
+        method = method or self.command
         try:
-            upstream.putrequest(self.command, self.path, skip_host=True,
+            upstream.putrequest(method, path or self.path, skip_host=True,
                                 skip_accept_encoding=True)
             for name, value in self.headers.items():
-                if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
+                key = name.lower()
+                if key not in _HOP_BY_HOP and key != "content-length" and key not in drop:
                     upstream.putheader(name, value)
-            if self.command not in ("GET", "HEAD") or body:
+            if method not in ("GET", "HEAD") or body:
                 upstream.putheader("Content-Length", str(len(body)))
             upstream.endheaders(body)
             response = upstream.getresponse()
