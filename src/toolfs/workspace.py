@@ -16,7 +16,7 @@ from fsspec.core import url_to_fs
 from fsspec.spec import AbstractFileSystem
 from pydantic import ValidationError
 
-from toolfs import tools, tools_discovery
+from toolfs import deadline, tools, tools_discovery
 from toolfs.errors import FsError, fs_error
 from toolfs.policy.events import AuditLog, Subscriber
 from toolfs.policy.filesystem import PolicyFileSystem
@@ -69,7 +69,10 @@ class Workspace:
     ``read_only``, ``deny`` (globs), ``size_cap``, ``first_block``, ``block_size``,
     ``cache_bytes``, ``context_id``, ``subscribers`` -- see
     :class:`~toolfs.policy.PolicyFileSystem`; ``max_output_chars`` (default 100,000):
-    the character budget of what :meth:`execute` returns to the model.
+    the character budget of what :meth:`execute` returns to the model; ``timeout``
+    (seconds, default 30.0, ``None``: no deadline): every tool call, with every request,
+    retry and back-off in it, ends by then (``backend_error`` saying what is unknown;
+    see :mod:`toolfs.deadline`).
     """
 
     def __init__(
@@ -103,6 +106,8 @@ class Workspace:
             self._options = {"policy": policy, **options}
             self.max_output_chars = check_output_budget(
                 options.pop("max_output_chars", MAX_OUTPUT_CHARS))
+            self.timeout = deadline.check_timeout(
+                options.pop("timeout", deadline.DEFAULT_TIMEOUT))
             self.audit = AuditLog()
             subscribers = [self.audit, *options.pop("subscribers", [])]
             self.fs = PolicyFileSystem(fs, path, policy=policy, subscribers=subscribers,
@@ -219,9 +224,10 @@ class Workspace:
 
     def _guarded(self, tool: Callable[..., T], *args: Any) -> T:
         """``tool(fs, *args)``; every failure leaves as an ``FsError`` with credentials
-        masked."""
+        masked. The call ends by this workspace's ``timeout``."""
         try:
-            return tool(self.fs, *args)
+            with deadline.scope(self.timeout):
+                return tool(self.fs, *args)
         except FsError as err:
             masked = self._masked(err)
             raise masked from masked.__cause__

@@ -443,10 +443,6 @@ class ObjectStore(AsyncStore):
                 raise
             raise deadline.exceeded(verb, path, may_have_changed=bool(sent)) from exc
 
-    def _sync(self, coro: Any) -> Any:
-        """Run ``coro`` on fsspec's loop with the calling thread's deadline."""
-        return super()._sync(deadline.carried(coro))
-
     def request_timeouts(self) -> tuple[float, float] | None:
         """``(connect, read)`` seconds for one request under the current deadline: a
         stalled connection fails the attempt (and may be retried) before the deadline
