@@ -74,6 +74,19 @@ def proxy(store: Any) -> Iterator[FaultProxy]:
         yield p
 
 
+def _running_on_the_loop(fs: Any) -> list[str]:
+    """The tasks still running on fsspec's loop (where the store's requests run),
+    other than the one asking."""
+    import fsspec.asyn
+
+    async def running() -> list[str]:
+        return [repr(t) for t in asyncio.all_tasks()
+                if t is not asyncio.current_task() and not t.done()]
+
+    tasks: list[str] = fsspec.asyn.sync(fs.loop, running)
+    return tasks
+
+
 def _write_method(store: Any) -> str:
     return "POST" if isinstance(store, GCSBackend) else "PUT"
 
@@ -137,6 +150,7 @@ def test_a_write_cut_by_the_deadline_is_old_or_new_and_the_ledger_forgets(
     stored = store.get("a.txt")
     assert stored == (NEW if stall == "freeze_after_forward" else OLD)
     assert ws.fs.ledger.get(key) is None  # what it read no longer counts
+    assert _running_on_the_loop(ws.fs.fs) == []  # nothing of the write runs on
     proxy.clear()
     edit = ws.execute("edit", {"file_path": "a.txt", "old_string": "line one",
                                "new_string": "line 1"})
@@ -147,6 +161,28 @@ def test_a_write_cut_by_the_deadline_is_old_or_new_and_the_ledger_forgets(
                                "new_string": "line 1"})
     assert edit.error is None, edit.text
     assert store.get("a.txt") == stored.replace(b"line one", b"line 1")
+
+
+def test_a_delete_cut_by_the_deadline_leaves_the_ledger_truthful(
+        store: Any, proxy: FaultProxy) -> None:
+    """The DELETE went out and no answer came: the file may be gone or not, the
+    answer says so, and the context forgets what it read."""
+    ws = _workspace(store, _behind(store, proxy))
+    key = f"{store.root}/a.txt"
+    assert ws.execute("read", {"file_path": "a.txt"}).error is None
+    proxy.plan("freeze_after_forward", method="DELETE", times=None)
+    began = time.monotonic()
+    with pytest.raises(toolfs.FsError) as caught:
+        ws.run(lambda fs: fs.rm_file("a.txt"))
+    took = time.monotonic() - began
+    print(f"{store.name} delete freeze_after_forward: answered in {took:.2f} s "
+          f"(timeout {TIMEOUT} s)")
+    assert took < TIMEOUT + SLACK
+    assert caught.value.code == "backend_error"
+    assert "the change may still complete" in caught.value.message
+    assert not store.exists("a.txt")  # it landed
+    assert ws.fs.ledger.get(key) is None
+    assert _running_on_the_loop(ws.fs.fs) == []
 
 
 def test_a_deadline_before_the_write_was_sent_changed_nothing(store: Any,

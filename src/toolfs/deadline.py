@@ -27,9 +27,10 @@ T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds a tool call may take, by default (``Workspace(timeout=...)``)."""
-CONNECT_TIMEOUT = 10.0
-"""Upper bound of one request's connect timeout (lower when less time is left)."""
-READ_TIMEOUT = 20.0
+CONNECT_TIMEOUT = 5.0
+"""Upper bound of one request's connect timeout (lower when less time is left); the
+same as s3fs's own default for S3."""
+READ_TIMEOUT = 15.0
 """Upper bound of one request's read timeout: the longest silence between bytes."""
 
 _at: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar(
