@@ -157,7 +157,7 @@ class AzureBlobStore(ObjectStore):
             kw.update(connection_timeout=timeouts[0], read_timeout=timeouts[1])
         return kw
 
-    def _may_resend(self, verb: Literal["write", "delete"]) -> bool:
+    async def _may_resend(self, verb: Literal["write", "delete"]) -> bool:
         return not _hidden_resends_off(self._service)
 
     # -- the dialect ------------------------------------------------------------------

@@ -103,7 +103,7 @@ class GCSStore(ObjectStore):
             attempt += 1
             await asyncio.sleep(0.05 * 2 ** attempt)
 
-    def _may_resend(self, verb: Literal["write", "delete"]) -> bool:
+    async def _may_resend(self, verb: Literal["write", "delete"]) -> bool:
         # An upload is a POST, which aiohttp never resends; a DELETE is idempotent to it.
         return verb == "delete" and not hidden_resends_off(self.fs.session)
 

@@ -164,7 +164,7 @@ class ObjectStore(AsyncStore):
         """One delete, conditional on ``mode``; a refusal that a resend could explain
         (the object gone) is :class:`Refused`."""
 
-    def _may_resend(self, verb: Literal["write", "delete"]) -> bool:
+    async def _may_resend(self, verb: Literal["write", "delete"]) -> bool:
         """Whether the HTTP client may have sent the request twice out of our sight
         (aiohttp resends idempotent requests on a dropped connection unless that is
         turned off: :func:`hidden_resends_off`)."""
@@ -343,7 +343,7 @@ class ObjectStore(AsyncStore):
             conflict = await self._conflict(bucket, key, path)
             if conflict is not None:
                 raise conflict
-        resent = self._may_resend("write")
+        resent = await self._may_resend("write")
         failures = 0
         cleared = False
         while True:
@@ -407,7 +407,7 @@ class ObjectStore(AsyncStore):
     async def _delete(self, path: str, mode: Update | Overwrite, sent: list[bool]) -> None:
         bucket, key = self._split(path)
         await self._before_delete(bucket, key, path, mode)
-        resent = self._may_resend("delete")
+        resent = await self._may_resend("delete")
         try:
             sent.append(True)
             await self._remove(bucket, key, mode, path)

@@ -90,8 +90,8 @@ class S3Store(ObjectStore):
         own connect/read timeouts apply): the core's deadline bounds it."""
         return await getattr(await self._client(), method)(**kw)
 
-    def _may_resend(self, verb: Literal["write", "delete"]) -> bool:
-        client = getattr(self.fs, "s3", None)
+    async def _may_resend(self, verb: Literal["write", "delete"]) -> bool:
+        client = await self._client()  # made on first use: its sessions come later
         http = getattr(getattr(client, "_endpoint", None), "http_session", None)
         sessions = getattr(http, "_sessions", None)
         if not isinstance(sessions, dict) or not sessions:
