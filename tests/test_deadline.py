@@ -278,3 +278,30 @@ def test_over_mcp_a_frozen_store_answers_by_the_deadline(s3_backend: S3Backend) 
     assert not first.is_error, first.content[0].text
     assert frozen.is_error and took < TIMEOUT + SLACK, frozen.content[0].text
     assert "nothing was changed" in frozen.content[0].text
+
+
+def test_calls_waiting_for_a_worker_end_by_their_deadline(s3_backend: S3Backend) -> None:
+    """An AsyncWorkspace's call counts its time from when it was made, its wait for a
+    free worker included: four calls on one worker behind a frozen store all answer
+    within the one deadline, not one after the other."""
+    s3_backend.setup()
+    s3_backend.put("a.txt", OLD)
+    with FaultProxy(s3_backend.emulator.endpoint_url, timeout=10.0) as proxy:
+        aws = toolfs.AsyncWorkspace(_workspace(s3_backend, _behind(s3_backend, proxy)),
+                                    max_workers=1)
+        proxy.plan("freeze", method="GET", path="a.txt", times=None)
+
+        async def calls() -> tuple[list[Any], float]:
+            began = time.monotonic()
+            outs = await asyncio.gather(*(aws.execute("read", {"file_path": "a.txt"})
+                                          for _ in range(4)))
+            return list(outs), time.monotonic() - began
+
+        try:
+            outs, took = asyncio.run(calls())
+        finally:
+            aws.close()
+    print(f"s3 freeze, 4 calls on 1 worker: all answered in {took:.2f} s "
+          f"(timeout {TIMEOUT} s)")
+    assert took < TIMEOUT + SLACK
+    assert all(o.error is not None and o.error.code == "backend_error" for o in outs)

@@ -50,13 +50,14 @@ def check_timeout(value: Any) -> float | None:
 
 
 @contextlib.contextmanager
-def scope(seconds: float | None) -> Iterator[None]:
-    """Within this block, calls end by ``seconds`` from now (``None``: no deadline of
-    its own). A scope inside another keeps the earlier of the two instants."""
+def scope(seconds: float | None, *, since: float | None = None) -> Iterator[None]:
+    """Within this block, calls end by ``seconds`` from ``since`` (a ``time.monotonic()``
+    instant, default now; ``None`` seconds: no deadline of its own). A scope inside
+    another keeps the earlier of the two instants."""
     if seconds is None:
         yield
         return
-    at = time.monotonic() + seconds
+    at = (time.monotonic() if since is None else since) + seconds
     outer = _at.get()
     token = _at.set((at, seconds) if outer is None or at < outer[0] else outer)
     try:

@@ -8,6 +8,7 @@ import contextlib
 import json
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -328,6 +329,9 @@ class AsyncWorkspace:
         event loop; the future settles on that loop (cancelling it before a worker takes
         the call means it never runs). Raises ``RuntimeError`` once closed."""
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        timeout = self.sync.timeout
+        if timeout is not None:  # the call's time runs from now, its wait for a worker too
+            fn, args = _within_deadline, (fn, timeout, time.monotonic(), args)
         self._pool.submit(future, fn, args)
         return future
 
@@ -483,6 +487,13 @@ def _work(owner: weakref.ref[_Workers], q: queue.SimpleQueue[Any],
         idle.release()
         if owner() is None:
             return
+
+
+def _within_deadline(fn: Callable[..., T], timeout: float, since: float,
+                     args: tuple[Any, ...]) -> T:
+    """``fn(*args)`` under a deadline counted from ``since`` (when it was submitted)."""
+    with deadline.scope(timeout, since=since):
+        return fn(*args)
 
 
 def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:

@@ -33,11 +33,10 @@ other failure is an :class:`~toolfs.errors.FsError` the dialect words itself.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import hashlib
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -465,16 +464,3 @@ def hidden_resends_off(session: Any) -> bool:
         return False
     session._retry_connection = False
     return True
-
-
-@contextlib.asynccontextmanager
-async def first_page(pages: Any) -> AsyncIterator[Any]:
-    """The first page of an async pager (or ``None``), then the pager closed."""
-    try:
-        async for page in pages:
-            yield page
-            return
-        yield None
-    finally:
-        with contextlib.suppress(Exception):
-            await pages.aclose()
