@@ -305,3 +305,39 @@ def test_calls_waiting_for_a_worker_end_by_their_deadline(s3_backend: S3Backend)
           f"(timeout {TIMEOUT} s)")
     assert took < TIMEOUT + SLACK
     assert all(o.error is not None and o.error.code == "backend_error" for o in outs)
+
+
+@pytest.mark.parametrize("cut", ["staging", "commit"])
+def test_a_block_list_write_cut_by_the_deadline_is_never_torn(azure_backend: Any,
+                                                              cut: str) -> None:
+    """Azure's one write of several requests (blocks staged, then one conditional
+    commit): cut while staging, the blob is still the old one; cut after the commit
+    went out, it is the new one whole. Never a mix."""
+    from toolfs.testing.faults import ProxiedRequest
+
+    store = azure_backend
+    store.setup()
+    store.put("a.txt", OLD)
+    new = b"".join(b"new row %05d\n" % i for i in range(2000))  # ~26 KB: 7 blocks
+    try:
+        with FaultProxy(store.emulator.endpoint_url, timeout=10.0) as proxy:
+            ws = _workspace(store, _behind(store, proxy))
+            ws.fs.store.single_put_limit, ws.fs.store.block_size = 8 * 1024, 4 * 1024
+            assert ws.execute("read", {"file_path": "a.txt"}).error is None
+            comp = "comp=block" if cut == "staging" else "comp=blocklist"
+
+            def hits(r: ProxiedRequest) -> bool:
+                return f"{comp}&" in r.query + "&"
+
+            proxy.plan("freeze" if cut == "staging" else "freeze_after_forward",
+                       method="PUT", match=hits, times=None)
+            out, took = _timed(lambda: ws.execute("write", {"file_path": "a.txt",
+                                                            "content": new.decode()}))
+            print(f"azure block-list write cut while {cut}: answered in {took:.2f} s "
+                  f"(timeout {TIMEOUT} s)")
+            assert took < TIMEOUT + SLACK, out.text
+            assert out.error is not None and out.error.code == "backend_error", out.text
+            assert store.get("a.txt") == (OLD if cut == "staging" else new)
+            assert ws.fs.ledger.get(f"{store.root}/a.txt") is None
+    finally:
+        store.teardown()
