@@ -247,6 +247,8 @@ def _run(fs: PolicyFileSystem, candidates: list[Found], search: _Search, cap: in
     try:
         for found, outcome in outcomes:
             if isinstance(outcome, FsError):
+                if "deadline" in outcome.details:
+                    raise outcome  # the call ran out of time: no file "vanished"
                 search.skip("unreadable")
                 continue
             if outcome.size > cap:

@@ -8,6 +8,7 @@ import contextlib
 import json
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -16,7 +17,7 @@ from fsspec.core import url_to_fs
 from fsspec.spec import AbstractFileSystem
 from pydantic import ValidationError
 
-from toolfs import tools, tools_discovery
+from toolfs import deadline, tools, tools_discovery
 from toolfs.errors import FsError, fs_error
 from toolfs.policy.events import AuditLog, Subscriber
 from toolfs.policy.filesystem import DIFF_CHARS, PolicyFileSystem
@@ -75,9 +76,12 @@ class Workspace:
     Options (all keyword): ``policy`` (``None`` turns the observation rules off),
     ``read_only``, ``deny`` (globs), ``size_cap``, ``first_block``, ``block_size``,
     ``cache_bytes``, ``context_id``, ``subscribers``, ``diff_chars``,
-    ``trust_conditions`` -- see :class:`~toolfs.policy.PolicyFileSystem`; ``max_output_chars`` (default 100,000):
-    the character budget of what :meth:`execute` returns to the model (a ``stale``
-    refusal's diff is kept within it: ``diff_chars`` defaults to what fits).
+    ``trust_conditions`` -- see :class:`~toolfs.policy.PolicyFileSystem`;
+    ``max_output_chars`` (default 100,000): the character budget of what :meth:`execute`
+    returns to the model (a ``stale`` refusal's diff is kept within it: ``diff_chars``
+    defaults to what fits); ``timeout`` (seconds, default 30.0, ``None``: no deadline):
+    every tool call, with every request, retry and back-off in it, ends by then
+    (``backend_error`` saying what is unknown; see :mod:`toolfs.deadline`).
     ``Workspace(..., policy=toolfs.Policy(on_stale="merge"))`` merges a change made from
     an outdated version when it does not overlap the other change (docs/policy.md).
     """
@@ -113,6 +117,8 @@ class Workspace:
             self._options = {"policy": policy, **options}
             self.max_output_chars = check_output_budget(
                 options.pop("max_output_chars", MAX_OUTPUT_CHARS))
+            self.timeout = deadline.check_timeout(
+                options.pop("timeout", deadline.DEFAULT_TIMEOUT))
             # A stale refusal's diff is shown whole in the model's text or counts for
             # nothing: it must fit the output budget.
             options.setdefault("diff_chars",
@@ -235,9 +241,10 @@ class Workspace:
 
     def _guarded(self, tool: Callable[..., T], *args: Any) -> T:
         """``tool(fs, *args)``; every failure leaves as an ``FsError`` with credentials
-        masked."""
+        masked. The call ends by this workspace's ``timeout``."""
         try:
-            return tool(self.fs, *args)
+            with deadline.scope(self.timeout):
+                return tool(self.fs, *args)
         except FsError as err:
             masked = self._masked(err)
             raise masked from masked.__cause__
@@ -346,6 +353,9 @@ class AsyncWorkspace:
         event loop; the future settles on that loop (cancelling it before a worker takes
         the call means it never runs). Raises ``RuntimeError`` once closed."""
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        timeout = self.sync.timeout
+        if timeout is not None:  # the call's time runs from now, its wait for a worker too
+            fn, args = _within_deadline, (fn, timeout, time.monotonic(), args)
         self._pool.submit(future, fn, args)
         return future
 
@@ -501,6 +511,13 @@ def _work(owner: weakref.ref[_Workers], q: queue.SimpleQueue[Any],
         idle.release()
         if owner() is None:
             return
+
+
+def _within_deadline(fn: Callable[..., T], timeout: float, since: float,
+                     args: tuple[Any, ...]) -> T:
+    """``fn(*args)`` under a deadline counted from ``since`` (when it was submitted)."""
+    with deadline.scope(timeout, since=since):
+        return fn(*args)
 
 
 def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:

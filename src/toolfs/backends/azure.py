@@ -1,4 +1,4 @@
-"""Azure Blob backend: ETag-conditional ``Put Blob`` and ETag-pinned ranged ``Get Blob``.
+"""Azure Blob dialect: ETag-conditional ``Put Blob`` and ETag-pinned ranged ``Get Blob``.
 
 * version: the blob's ETag exactly as the service returns it in a response header
   (quoted), plus its version id where blob versioning is on, always taken from the
@@ -41,8 +41,7 @@ import asyncio
 import base64
 import hashlib
 import uuid
-from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from azure.core import MatchConditions
 from azure.core.exceptions import (
@@ -55,23 +54,25 @@ from azure.core.exceptions import (
 from azure.storage.blob import ContentSettings
 
 from toolfs.backends.base import (
-    AsyncStore,
-    Blob,
     Capabilities,
     Create,
     Entry,
-    Overwrite,
     PutMode,
     Update,
     check_literal,
     epoch_of,
 )
+from toolfs.backends.objectstore import (
+    Head,
+    ObjectStore,
+    Page,
+    Read,
+    Refused,
+    hidden_resends_off,
+)
 from toolfs.errors import FsError, fs_error
 from toolfs.versions import FileVersion
 
-# Connection-level failures (reset, timeout) of a write, retried by us after the SDK's
-# own retries, so that we know the write may have landed.
-CONNECTION_RETRIES = 2
 # Blocks of a block-list write staged at once.
 STAGE_IN_FLIGHT = 4
 # The service's codes for names it will not store (too long, bad characters, ...).
@@ -87,12 +88,16 @@ _CONDITION_CODES = frozenset({"ConditionNotMet", "BlobAlreadyExists",
 _FOLDER_MARKS = (("hdi_isfolder", "true"), ("is_directory", "true"))
 
 
-class AzureBlobStore(AsyncStore):
+class AzureBlobStore(ObjectStore):
     """Adapter for :class:`adlfs.AzureBlobFileSystem` (``az://``, ``abfs://``)."""
 
     name: ClassVar[str] = "azure"
+    client: ClassVar[str] = "adlfs"
+    bucket_word: ClassVar[str] = "container"
     capabilities: ClassVar[Capabilities] = Capabilities(
         atomic=True, cross_process=True, digest_versions=False, trailing_dot_names=False)
+    connection_errors: ClassVar[tuple[type[BaseException], ...]] = (
+        ServiceRequestError, ServiceResponseError)
 
     single_put_limit: int | None = None
     """Largest payload sent as one ``Put Blob``; larger ones go through a conditional
@@ -111,27 +116,20 @@ class AzureBlobStore(AsyncStore):
         """``(container, blob)`` of ``path`` (the blob may be empty), cut literally, not
         by adlfs's ``split_path``, which reads ``?versionid=`` inside a name as a version
         selector and reorders a query and a fragment. The SDK then addresses exactly
-        that name; still, a path adlfs would read as another name is refused
-        (``invalid_arguments``, see :func:`~toolfs.backends.base.check_literal`), so
-        that adlfs's own calls on it (``info``, ``isdir``) cannot reach another file."""
-        own = _own(self.fs, path)
+        that name; still, a path adlfs would read as another name is refused, so that
+        adlfs's own calls on it (``info``, ``isdir``) cannot reach another file."""
+        own = self._own(path)
         try:
             split = self.fs.split_path(own)
         except ValueError as exc:  # a path its URL parser rejects: not a literal name
             raise fs_error("invalid_arguments", f"{path}: adlfs cannot parse this path",
                            path=path) from exc
-        check_literal(own, split, client="adlfs")
+        check_literal(own, split, client=self.client)
         container, _, blob = own.partition("/")
         return container, blob
 
-    def check_path(self, path: str) -> None:
-        self._parts(path)
-
     def _split(self, path: str) -> tuple[str, str]:
-        """``(container, blob)`` of a file (see :meth:`_parts`)."""
-        container, blob = self._parts(path)
-        if not blob:
-            raise fs_error("not_a_file", f"{path} is a container", path=path)
+        container, blob = super()._split(path)
         for segment in blob.split("/"):
             if segment.endswith("."):
                 raise fs_error(
@@ -152,65 +150,41 @@ class AzureBlobStore(AsyncStore):
                           64 * 1024 * 1024))
         return min(sdk, self.single_put_limit) if self.single_put_limit else sdk
 
-    # -- the container --------------------------------------------------------------
+    def _kw(self, **kw: Any) -> dict[str, Any]:
+        """``kw`` plus this request's connect/read timeouts under the deadline."""
+        timeouts = self.request_timeouts()
+        if timeouts is not None:
+            kw.update(connection_timeout=timeouts[0], read_timeout=timeouts[1])
+        return kw
 
-    def check_root(self) -> None:
-        self._sync(self._check_container(self.root or ""))
+    async def _may_resend(self, verb: Literal["write", "delete"]) -> bool:
+        return not _hidden_resends_off(self._service)
 
-    async def _check_container(self, path: str) -> None:
-        container = _own(self.fs, path).partition("/")[0]
+    # -- the dialect ------------------------------------------------------------------
+
+    async def _check_bucket(self, bucket: str, path: str) -> None:
         try:
-            await self._container(container).get_container_properties()
+            await self._container(bucket).get_container_properties(**self._kw())
         except Exception as exc:
-            raise _translate(exc, path, container) from exc
+            raise _translate(exc, path, bucket) from exc
 
-    async def _conflict(self, container: str, blob: str, path: str) -> FsError | None:
-        """``not_a_file`` if ``blob`` is a "directory" (other blobs lie under
-        ``blob/``) or a parent below the root is a blob; ``None`` if the name is free."""
-        parents = [_own(self.fs, a).partition("/")[2] for a in self.ancestors(path)]
-        parents = [p for p in parents if p]
-
-        async def is_blob(name: str) -> bool:
-            try:
-                await self._blob(container, name).get_blob_properties()
-            except Exception as exc:
-                if _status(exc) == 404 and _code(exc) != "ContainerNotFound":
-                    return False
-                raise
-            return True
-
-        async def below() -> bool:
-            pages = self._container(container).list_blobs(
-                name_starts_with=blob + "/", results_per_page=1).by_page()
-            async for page in pages:
-                async for _ in page:
-                    return True
-                return False
-            return False
-
+    async def _head(self, bucket: str, key: str, path: str, **kw: Any) -> Head | None:
         try:
-            listed, *found = await asyncio.gather(below(), *(is_blob(p) for p in parents))
+            props = await self._blob(bucket, key).get_blob_properties(**self._kw(**kw))
         except Exception as exc:
-            raise _translate(exc, path, container) from exc
-        for name, hit in zip(parents, found, strict=True):
-            if hit:
-                return fs_error("not_a_file", f"{container}/{name} is a file, not a "
-                                f"directory, in {path}", path=path,
-                                details={"file": f"{container}/{name}"})
-        if listed:
-            return fs_error("not_a_file", f"{path} is a directory", path=path)
-        return None
+            if _status(exc) == 404 and _code(exc) != "ContainerNotFound":
+                return None
+            raise _translate(exc, path, bucket) from exc
+        md5 = props.content_settings.content_md5
+        return Head(_version_of(props), size=int(props.size),
+                    md5=bytes(md5) if md5 is not None else None,
+                    folder=_marks_folder(getattr(props, "metadata", None)))
 
-    # -- listing: List Blobs on the client, never adlfs's cached find/ls ---------------
-
-    list_page_size: ClassVar[int] = 1000
-    """``maxresults`` of each listing page (5000 is the service's maximum)."""
-
-    async def _list_page(self, container: str, prefix: str, path: str, *,
-                         delimiter: bool, token: str | None) -> tuple[list[Any], str | None]:
-        cc = self._container(container)
-        kw: dict[str, Any] = {"name_starts_with": prefix or None, "include": ["metadata"],
-                              "results_per_page": self.list_page_size}
+    async def _list_page(self, bucket: str, prefix: str, path: str, *, delimiter: bool,
+                         token: str | None, limit: int | None = None) -> Page:
+        cc = self._container(bucket)
+        kw = self._kw(name_starts_with=prefix or None, include=["metadata"],
+                      results_per_page=limit or self.list_page_size)
         pager = (cc.walk_blobs(delimiter="/", **kw) if delimiter
                  else cc.list_blobs(**kw)).by_page(continuation_token=token)
         items: list[Any] = []
@@ -220,155 +194,66 @@ class AzureBlobStore(AsyncStore):
                     items.append(item)
                 break
         except Exception as exc:
-            raise _translate(exc, path, container) from exc
-        return items, pager.continuation_token or None
+            raise _translate(exc, path, bucket) from exc
+        entries: list[Entry] = []
+        for item in items:
+            name = f"{bucket}/{item.name.rstrip('/')}"
+            if _is_prefix(item):
+                entries.append(Entry(path=name, kind="dir"))
+            elif _is_marker(item):
+                # An HNS folder also lists as a prefix when it has children; an empty
+                # one is a directory all the same.
+                if delimiter and not item.name.endswith("/"):
+                    entries.append(Entry(path=name, kind="dir"))
+            else:
+                entries.append(_entry(bucket, item))
+        return Page(entries, seen=bool(items), token=pager.continuation_token or None)
 
-    def _pages(self, path: str, *, delimiter: bool) -> Iterator[tuple[str, list[Any]]]:
-        """``(container, items)`` for each page of the listing of the directory
-        ``path``, fetched one at a time as the caller asks (continuation markers)."""
-        container, key = self._parts(path)
-        key = key.rstrip("/")
-        prefix = f"{key}/" if key else ""
-        token: str | None = None
-        while True:
-            items, token = self._sync(self._list_page(container, prefix, path,
-                                                      delimiter=delimiter, token=token))
-            yield container, items
-            if not token:
-                return
-
-    def list_files(self, prefix: str, *, sizes: bool = True) -> Iterator[Entry]:
-        """One List Blobs of ``prefix/`` (paginated), no request per blob; directory
-        markers (names ending in ``/``, folder metadata) are not files."""
-        for container, items in self._pages(prefix, delimiter=False):
-            for item in items:
-                if not _is_marker(item):
-                    yield _entry(container, item)
-
-    def list_dir(self, path: str) -> Iterator[Entry]:
-        """One List Blobs of ``path/`` with ``delimiter=/`` (paginated): blobs are
-        files, prefixes directories. Nothing there: ``not_a_file`` if ``path`` is a
-        blob (one Get Blob Properties), else ``not_found`` (the root, or a container,
-        lists empty)."""
-        own = path.rstrip("/")
-        seen = False
-        dirs: set[str] = set()
-        for container, items in self._pages(path, delimiter=True):
-            for item in items:
-                seen = True
-                if _is_prefix(item):
-                    name = f"{container}/{item.name.rstrip('/')}"
-                    if name != own and name not in dirs:
-                        dirs.add(name)
-                        yield Entry(path=name, kind="dir")
-                elif _is_marker(item):
-                    # An HNS folder also lists as a prefix when it has children; an
-                    # empty one is a directory all the same.
-                    name = f"{container}/{item.name.rstrip('/')}"
-                    if name != own and name not in dirs and not item.name.endswith("/"):
-                        dirs.add(name)
-                        yield Entry(path=name, kind="dir")
-                else:
-                    yield _entry(container, item)
-        if seen:
-            return
-        container, key = self._parts(path)
-        key = key.rstrip("/")
-        if not key or self.is_root(path):
-            return
-        if self._sync(self._is_blob(container, key, path)):
-            raise fs_error("not_a_file", f"{path} is a file, not a directory", path=path)
-        raise fs_error("not_found", f"{path} does not exist", path=path)
-
-    async def _is_blob(self, container: str, key: str, path: str) -> bool:
-        try:
-            await self._blob(container, key).get_blob_properties()
-        except Exception as exc:
-            if _status(exc) == 404 and _code(exc) != "ContainerNotFound":
-                return False
-            raise _translate(exc, path, container) from exc
-        return True
-
-    # -- reading ----------------------------------------------------------------------
-
-    async def _get_listed(self, path: str, length: int | None) -> Blob:
-        return await self.get_async(path, length=length, explain_missing=False)
-
-    async def get_async(
-        self, path: str, *, start: int = 0, length: int | None = None,
-        if_version: FileVersion | None = None, explain_missing: bool = True,
-        _again: bool = False,
-    ) -> Blob:
-        """See :meth:`Store.get`; with ``explain_missing`` a 404 is checked for a
-        "directory", a file above it, or a missing container (extra requests, on 404
-        only)."""
-        container, key = self._split(path)
-        client = self._blob(container, key)
+    async def _read(self, bucket: str, key: str, path: str, *,
+                    window: tuple[int, int | None] | None,
+                    if_version: FileVersion | None, again: bool = False) -> Read:
+        client = self._blob(bucket, key)
         kw: dict[str, Any] = {}
         if if_version is not None:
             kw.update(etag=if_version.value, match_condition=MatchConditions.IfNotModified)
-        ranged = start > 0 or length is not None
-        if ranged:
-            # A zero-length window still needs the version and size: ask for one byte.
-            kw.update(offset=start, length=max(length or 0, 1) if length is not None
-                      else None)
+        if window is not None:
+            last = window[1]
+            kw.update(offset=window[0], length=None if last is None else last - window[0] + 1)
         try:
-            try:
-                downloader = await client.download_blob(**kw)
-                data: bytes = await downloader.readall()
-            except HttpResponseError as exc:
-                if _status(exc) != 416 or not ranged:
-                    raise
-                # An empty blob answers 416 to any range (as does a start past the
-                # end). Its properties say version and size in one request, with the
-                # same pin; there are no bytes to carry.
-                kw.pop("offset", None)
-                kw.pop("length", None)
-                head = await client.get_blob_properties(**kw)
-                if _marks_folder(getattr(head, "metadata", None)):
-                    raise fs_error("not_a_file", f"{path} is a directory",
-                                   path=path) from exc
-                if head.size > start and not _again:
-                    # It grew in between: read the range afresh, once.
-                    return await self.get_async(path, start=start, length=length,
-                                                if_version=if_version,
-                                                explain_missing=explain_missing,
-                                                _again=True)
-                return Blob(data=b"", version=_version_of(head), size=int(head.size),
-                            start=min(start, int(head.size)))
+            downloader = await client.download_blob(**self._kw(**kw))
+            data: bytes = await downloader.readall()
+        except HttpResponseError as exc:
+            if _status(exc) != 416 or window is None:
+                raise _translate(exc, path, bucket) from exc
+            # An empty blob answers 416 to any range (as does a start past the end).
+            # Its properties say version and size in one request, with the same pin;
+            # there are no bytes to carry.
+            kw.pop("offset", None)
+            kw.pop("length", None)
+            head = await self._head(bucket, key, path, **kw)
+            if head is None:
+                raise fs_error("not_found", f"{path} does not exist", path=path) from exc
+            if head.folder:
+                raise fs_error("not_a_file", f"{path} is a directory", path=path) from exc
+            if (head.size or 0) > window[0] and not again:
+                # It grew in between: read the range afresh, once.
+                return await self._read(bucket, key, path, window=window,
+                                        if_version=if_version, again=True)
+            size = head.size or 0
+            return Read(b"", head.version, size, min(window[0], size))
         except Exception as exc:
-            err = _translate(exc, path, container)
-            if err.code == "not_found" and err.details.get("bucket"):
-                raise err from exc
-            if err.code == "not_found" and if_version is not None:
-                raise fs_error("stale", f"{path} was deleted", path=path) from exc
-            if err.code == "not_found" and explain_missing:
-                conflict = await self._conflict(container, key, path)
-                if conflict is not None:
-                    raise conflict from exc
-            raise err from exc
+            raise _translate(exc, path, bucket) from exc
         props = downloader.properties
         if _marks_folder(getattr(props, "metadata", None)):
             # An ADLS Gen2 directory seen through the Blob API (its metadata says so).
             raise fs_error("not_a_file", f"{path} is a directory", path=path)
         content_range = getattr(props, "content_range", None)
-        size = (int(str(content_range).rsplit("/", 1)[1]) if content_range
-                else len(data))
-        if not ranged:
-            start = 0
-        if length is not None:
-            data = data[:length]
-        return Blob(data=data, version=_version_of(props), size=size, start=start)
+        total = int(str(content_range).rsplit("/", 1)[1]) if content_range else None
+        return Read(data, _version_of(props), total, window[0] if window else 0)
 
-    # -- writing ----------------------------------------------------------------------
-
-    async def put_async(self, path: str, data: bytes, mode: PutMode) -> FileVersion:
-        container, key = self._split(path)
-        if not isinstance(mode, Update):  # an existing file needs no directory check
-            conflict = await self._conflict(container, key, path)
-            if conflict is not None:
-                raise conflict
-        client = self._blob(container, key)
+    async def _write(self, bucket: str, key: str, data: bytes, mode: PutMode,
+                     path: str) -> FileVersion:
+        client = self._blob(bucket, key)
         condition: dict[str, Any] = {}
         if isinstance(mode, Create):
             condition["match_condition"] = MatchConditions.IfMissing
@@ -382,47 +267,27 @@ class AzureBlobStore(AsyncStore):
         def on_retry(**_: Any) -> None:  # the SDK's retry policy tells us it resent
             retries.append(1)
 
-        # Unless aiohttp's hidden resend is off, any put may have been sent twice.
-        resent = not _hidden_resends_off(self._service)
-        failures = 0
-        while True:
-            try:
-                if len(data) <= self._put_limit(client):
-                    resp = await client.upload_blob(
-                        data, overwrite=True, length=len(data), content_settings=settings,
-                        retry_hook=on_retry, **condition)
-                else:
-                    resp = await self._put_blocks(client, data, settings, condition,
-                                                  on_retry)
-                return FileVersion(kind="etag", value=_quoted(resp["etag"]),
-                                   version_id=resp.get("version_id"))
-            except (ServiceRequestError, ServiceResponseError) as exc:
-                failures += 1
-                if failures > CONNECTION_RETRIES:
-                    raise fs_error("backend_error", f"{path}: {exc}", path=path) from exc
-                await asyncio.sleep(0.05 * failures)
-            except Exception as exc:
-                status, code = _status(exc), _code(exc)
-                # 409 also means a lease or a blob type in the way: only these are
-                # a condition that did not hold.
-                lost = (status == 412 or code in _CONDITION_CODES
-                        or (status == 404 and isinstance(mode, Update)
-                            and code != "ContainerNotFound"))
-                if not lost:
-                    raise _translate(exc, path, container) from exc
-                if resent or retries or failures:
-                    # The first attempt may have landed before its response was lost.
-                    try:
-                        own = await self._own_write(container, key, data)
-                    except Exception as check:  # unknown outcome: not "stale"
-                        raise _translate(check, path, container) from check
-                    if own is not None:
-                        return own
-                what = {Create: "was created by someone else",
-                        Update: "changed" if status != 404 else "was deleted"}
-                raise fs_error("stale", f"{path} {what.get(type(mode), 'changed')}",
-                               path=path, details={"status": status, "azure_code": code}
-                               ) from exc
+        try:
+            if len(data) <= self._put_limit(client):
+                resp = await client.upload_blob(
+                    data, overwrite=True, length=len(data), content_settings=settings,
+                    retry_hook=on_retry, **self._kw(**condition))
+            else:
+                resp = await self._put_blocks(client, data, settings, condition, on_retry)
+            return FileVersion(kind="etag", value=_quoted(resp["etag"]),
+                               version_id=resp.get("version_id"))
+        except self.connection_errors:
+            raise
+        except Exception as exc:
+            status, code = _status(exc), _code(exc)
+            # 409 also means a lease or a blob type in the way: only these are a
+            # condition that did not hold.
+            if (status == 412 or code in _CONDITION_CODES
+                    or (status == 404 and isinstance(mode, Update)
+                        and code != "ContainerNotFound")):
+                raise Refused(status, retried=bool(retries),
+                              details={"status": status, "azure_code": code}) from exc
+            raise _translate(exc, path, bucket) from exc
 
     async def _put_blocks(self, client: Any, data: bytes, settings: ContentSettings,
                           condition: dict[str, Any], on_retry: Any) -> dict[str, Any]:
@@ -439,30 +304,14 @@ class AzureBlobStore(AsyncStore):
         async def stage(i: int, block_id: str) -> None:
             async with gate:
                 await client.stage_block(block_id, data[i * step:(i + 1) * step],
-                                         retry_hook=on_retry)
+                                         retry_hook=on_retry, **self._kw())
 
         await asyncio.gather(*(stage(i, b) for i, b in enumerate(ids)))
         resp: dict[str, Any] = await client.commit_block_list(
-            ids, content_settings=settings, retry_hook=on_retry, **condition)
+            ids, content_settings=settings, retry_hook=on_retry, **self._kw(**condition))
         return resp
 
-    async def _own_write(self, container: str, key: str, data: bytes) -> FileVersion | None:
-        """The current version if the blob holds exactly ``data`` (its Content-MD5,
-        set on every write); ``None`` if it holds something else or is gone."""
-        try:
-            props = await self._blob(container, key).get_blob_properties()
-        except Exception as exc:
-            if _status(exc) == 404 and _code(exc) != "ContainerNotFound":
-                return None
-            raise
-        stored = props.content_settings.content_md5
-        if stored is None or bytes(stored) != hashlib.md5(
-                data, usedforsecurity=False).digest() or props.size != len(data):
-            return None
-        return _version_of(props)
-
-    async def delete_async(self, path: str, mode: Update | Overwrite) -> None:
-        container, key = self._split(path)
+    async def _remove(self, bucket: str, key: str, mode: Update | Any, path: str) -> None:
         kw: dict[str, Any] = {}
         if isinstance(mode, Update):
             kw.update(etag=mode.expected.value, match_condition=MatchConditions.IfNotModified)
@@ -471,41 +320,20 @@ class AzureBlobStore(AsyncStore):
         def on_retry(**_: Any) -> None:  # the SDK's retry policy tells us it resent
             retries.append(1)
 
-        # Unless aiohttp's hidden resend is off, the delete may be sent twice.
-        resent = not _hidden_resends_off(self._service)
         try:
-            await self._blob(container, key).delete_blob(retry_hook=on_retry, **kw)
+            await self._blob(bucket, key).delete_blob(retry_hook=on_retry, **self._kw(**kw))
         except Exception as exc:
             status, code = _status(exc), _code(exc)
             if (code == "ContainerNotFound" or status not in (404, 412)
                     or not isinstance(mode, Update)):
                 # Unconditional: nothing checked the blob was there before, so a 404
                 # after a resend may as well mean it never was (not_found).
-                raise _translate(exc, path, container) from exc
-            if resent or retries:
-                # The first attempt may have deleted the blob before its response was
-                # lost, and the resend met it gone. The caller saw it at the version it
-                # named, so gone now means that version is gone, as asked. A failing
-                # check is an unknown outcome (backend_error), never stale.
-                try:
-                    there = await self._is_blob(container, key, path)
-                except Exception as check:
-                    raise _translate(check, path, container) from check
-                if not there:
-                    return
-            what = "was deleted" if status == 404 else "changed"
-            raise fs_error("stale", f"{path} {what}", path=path,
-                           details={"status": status, "azure_code": code}) from exc
+                raise _translate(exc, path, bucket) from exc
+            raise Refused(status, retried=bool(retries),
+                          details={"status": status, "azure_code": code}) from exc
 
 
 # -- helpers ------------------------------------------------------------------------
-
-
-def _own(fs: Any, path: str) -> str:
-    """``container/blob`` of a path. The policy hands over paths already in that form;
-    only a URL goes through adlfs's parser, whose URL rules (``user@host``, queries)
-    must not reinterpret a plain name."""
-    return str(fs._strip_protocol(path)) if "://" in path else path.lstrip("/")
 
 
 def _status(exc: BaseException) -> int | None:
@@ -530,7 +358,8 @@ def _translate(exc: BaseException, path: str, container: str) -> FsError:
         return exc
     status, code = _status(exc), _code(exc)
     if code == "ContainerNotFound":
-        return _no_container(container, path)
+        return fs_error("not_found", f"the container {container} does not exist",
+                        path=path, details={"bucket": container, "container": container})
     if status == 404:
         return fs_error("not_found", f"{path} does not exist", path=path)
     if status == 412 or code in _CONDITION_CODES:
@@ -552,12 +381,6 @@ def _translate(exc: BaseException, path: str, container: str) -> FsError:
     detail = f"HTTP {status} {code}".strip() if status else type(exc).__name__
     return fs_error("backend_error", f"{path}: Azure answered {detail}", path=path,
                     details={"status": status, "azure_code": code})
-
-
-def _no_container(container: str, path: str) -> FsError:
-    # "bucket" is the key the policy looks for (a missing bucket is not a missing file).
-    return fs_error("not_found", f"the container {container} does not exist", path=path,
-                    details={"bucket": container, "container": container})
 
 
 def _version_of(props: Any) -> FileVersion:
@@ -598,17 +421,7 @@ def _entry(container: str, item: Any) -> Entry:
 
 
 def _hidden_resends_off(service: Any) -> bool:
-    """Turn off aiohttp's own resend of idempotent requests; True once it is off.
-
-    As on S3 (see :func:`toolfs.backends.s3._hidden_resends_off`): aiohttp sends a PUT a
-    second time, unseen by the SDK's retry policy, when a reused connection drops before
-    the response, and a put that landed then meets its own 412. The SDK's aiohttp
-    session is created on the client's first request; until then, or if these
-    internals change, this returns False and the caller assumes a resend.
-    """
+    """:func:`~toolfs.backends.objectstore.hidden_resends_off` on the SDK's aiohttp
+    session (created on the client's first request)."""
     transport = getattr(getattr(service, "_pipeline", None), "_transport", None)
-    session = getattr(transport, "session", None)
-    if session is None or not hasattr(session, "_retry_connection"):
-        return False
-    session._retry_connection = False
-    return True
+    return hidden_resends_off(getattr(transport, "session", None))

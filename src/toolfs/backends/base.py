@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from toolfs import deadline
 from toolfs.errors import FsError, fs_error
 from toolfs.versions import DIGEST_KINDS, FileVersion
 
@@ -335,7 +336,8 @@ class AsyncStore(Store):
     def _sync(self, coro: Any) -> Any:
         from fsspec.asyn import sync
 
-        return sync(self.fs.loop, lambda: coro)
+        # The caller's deadline goes along: a task on fsspec's loop has the loop's context.
+        return sync(self.fs.loop, lambda: deadline.carried(coro))
 
     def get_many(self, paths: Iterable[str], *, max_in_flight: int = 16,
                  length: int | None = None) -> Iterator[tuple[str, Blob | FsError]]:
@@ -372,8 +374,8 @@ class AsyncStore(Store):
         try:
             while True:
                 for path in source:
-                    pending.append(
-                        (path, asyncio.run_coroutine_threadsafe(one(path), loop)))
+                    pending.append((path, asyncio.run_coroutine_threadsafe(
+                        deadline.carried(one(path)), loop)))
                     if len(pending) >= window:
                         break
                 if not pending:

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
+from toolfs.deadline import DEFAULT_TIMEOUT
 from toolfs.redact import Redactor, is_credential_name
 
 TOKEN_ENV = "TOOLFS_TOKEN"
@@ -172,8 +173,24 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-sessions", type=int, default=None, metavar="N",
                        help="HTTP: most MCP sessions open at once (default: 64); each keeps "
                        "a ledger and a content cache")
+    serve.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                       help="each tool call ends by then, every request and retry in it "
+                       f"(default: {DEFAULT_TIMEOUT:g}; 'none': no deadline)")
     serve.set_defaults(command=_serve, name="serve")
     return parser
+
+
+def _seconds(text: str) -> float | None:
+    """``--timeout``: positive seconds, or ``none``."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {text!r}")
+    return value
 
 
 def _tool_list(text: str) -> tuple[str, ...]:
@@ -274,7 +291,7 @@ def _serve(args: argparse.Namespace) -> int:
     workspace = Workspace(args.url, options or None, root=args.root,
                           read_only=args.read_only, deny=tuple(args.deny),
                           policy=Policy(on_stale=args.on_stale),
-                          trust_conditions=args.trust_conditions)
+                          trust_conditions=args.trust_conditions, timeout=args.timeout)
     workspace.check_root()  # a missing bucket is said now, not on every call
     server = ToolfsMCP(workspace, redact=redact, tools=args.tools)
     with _log_to_stderr(redact):

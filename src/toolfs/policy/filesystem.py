@@ -460,6 +460,10 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
             err.details["file"] = shown
         if err.code in ("stale", "not_observed", "denied"):
             self._notify("fs/denied", op, target, reason=f"{err.code}: {err.message}")
+        if err.details.get("outcome") == "unknown":
+            # A change cut off by the deadline may still land: what this context saw of
+            # the file no longer says what is there, so the next update reads it again.
+            self.ledger.forget(target.backend_path)
         return err
 
     def _not_found(self, target: Target, cause: FsError) -> FsError:

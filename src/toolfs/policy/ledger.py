@@ -97,6 +97,13 @@ class Ledger:
             while self._cached_total > self.cache_bytes:
                 self._drop(next(iter(self._cache)))
 
+    def forget(self, key: str) -> None:
+        """Forget what was observed of ``key`` (a change whose outcome is unknown: the
+        next update must read the file again rather than trust a version)."""
+        with self._lock:
+            self._obs.pop(key, None)
+            self._drop(key)
+
     def observed(self, key: str) -> tuple[Observation | None, bytes | None]:
         """The observation of ``key`` and the cached bytes of its version, if held (one
         lock round trip for what :meth:`get` and :meth:`content` answer together)."""

@@ -25,6 +25,16 @@ it handled it, the client never learns how):
     forward, wait ``delay`` seconds, then relay: a timeout after the request landed.
 ``truncate_after_forward``
     forward, relay the status, the headers and half of the body, then reset.
+``freeze`` / ``freeze_after_forward``
+    accept the request and never answer (a frozen server); after forwarding, the
+    upstream applied it. The connection is held until the proxy stops (at most its
+    socket ``timeout``).
+``stall_body``
+    forward, relay the status, the headers and half of the body, then hold the
+    connection without a byte more (until the proxy stops, at most ``timeout``).
+``trickle``
+    forward, relay the status and the headers, then the body one byte every ``delay``
+    seconds (until done or the proxy stops).
 
 Besides faults, a proxy can misbehave about conditional requests the way some
 S3-compatible gateways do (``conditions=``, for S3-style upstreams such as moto):
@@ -68,12 +78,14 @@ from typing import Any, Literal, Self, get_args
 __all__ = [
     "CONDITION_HANDLING",
     "FAULTS",
+    "STALLS",
     "ConditionHandling",
     "Fault",
     "FaultProxy",
     "Injection",
     "ProxiedRequest",
     "Rule",
+    "Stall",
     "fast_failing_s3fs_options",
 ]
 
@@ -87,6 +99,13 @@ Fault = Literal[
     "truncate_after_forward",
 ]
 FAULTS: tuple[Fault, ...] = get_args(Fault)
+"""The faults that end a request (each answers soon, one way or another)."""
+
+Stall = Literal["freeze", "freeze_after_forward", "stall_body", "trickle"]
+STALLS: tuple[Stall, ...] = get_args(Stall)
+"""The faults that keep a request waiting (for deadline tests)."""
+_ALL: tuple[str, ...] = FAULTS + STALLS
+
 ConditionHandling = Literal["honour", "strip", "strip_if_match", "check_then_write"]
 CONDITION_HANDLING: tuple[ConditionHandling, ...] = get_args(ConditionHandling)
 _CONDITIONAL = ("if-match", "if-none-match")
@@ -132,7 +151,7 @@ class Rule:
         match: an extra predicate on the request.
     """
 
-    fault: Fault
+    fault: Fault | Stall
     method: str | None = None
     path: str | None = None
     times: int | None = 1
@@ -141,8 +160,8 @@ class Rule:
     match: Callable[[ProxiedRequest], bool] | None = None
 
     def __post_init__(self) -> None:
-        if self.fault not in FAULTS:
-            raise ValueError(f"unknown fault {self.fault!r}; one of {', '.join(FAULTS)}")
+        if self.fault not in _ALL:
+            raise ValueError(f"unknown fault {self.fault!r}; one of {', '.join(_ALL)}")
         if self.method is not None:
             self.method = self.method.upper()
 
@@ -159,7 +178,7 @@ class Injection:
 
     method: str
     path: str
-    fault: Fault
+    fault: Fault | Stall
     upstream_status: int | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
 
@@ -202,10 +221,12 @@ class FaultProxy:
         self._idle = threading.Condition(self._lock)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        """Set by :meth:`stop`: frozen and stalled connections let go."""
 
     # -- plan --------------------------------------------------------------------
 
-    def plan(self, fault: Fault, *, method: str | None = None, path: str | None = None,
+    def plan(self, fault: Fault | Stall, *, method: str | None = None, path: str | None = None,
              times: int | None = 1, probability: float = 1.0, delay: float = 1.0,
              match: Callable[[ProxiedRequest], bool] | None = None) -> Rule:
         """Append a rule to the plan and return it (see :class:`Rule`)."""
@@ -267,6 +288,7 @@ class FaultProxy:
     def start(self) -> Self:
         """Listen on a free port and serve in a daemon thread; no-op if running."""
         if self._server is None:
+            self._stopping.clear()
             self._server = _Server(self)
             # A short poll interval: stop() waits for the loop to notice the shutdown.
             self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
@@ -291,6 +313,7 @@ class FaultProxy:
         server, self._server = self._server, None
         if server is None:
             return
+        self._stopping.set()
         server.shutdown()
         server.server_close()
         if self._thread is not None:
@@ -369,6 +392,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             record(None)
             self._send(500, [("Content-Type", "application/xml")], _ERROR_500)
             return
+        if fault == "freeze":
+            record(None)
+            self._hold()
+            return
         if fault == "delay" and rule is not None:
             time.sleep(rule.delay)
         drop: frozenset[str] = frozenset()
@@ -400,6 +427,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(500, [("Content-Type", "application/xml")], _ERROR_500)
         elif fault == "truncate_after_forward":
             self._send(status, headers, payload, reason=reason, truncate=True)
+        elif fault == "freeze_after_forward":
+            self._hold()
+        elif fault == "stall_body":
+            self._send(status, headers, payload, reason=reason, stall=True)
+        elif fault == "trickle" and rule is not None:
+            self._send(status, headers, payload, reason=reason, trickle=rule.delay)
         else:
             if fault == "delay_after_forward" and rule is not None:
                 time.sleep(rule.delay)
@@ -452,8 +485,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         finally:
             upstream.close()
 
+    def _hold(self) -> None:
+        """Say nothing more until the proxy stops (at most its socket timeout), then
+        close the connection."""
+        proxy = self.server.proxy
+        proxy._stopping.wait(proxy.timeout)
+        self._reset()
+
     def _send(self, status: int, headers: list[tuple[str, str]], payload: bytes, *,
-              reason: str | None = None, truncate: bool = False) -> None:
+              reason: str | None = None, truncate: bool = False, stall: bool = False,
+              trickle: float | None = None) -> None:
         with contextlib.suppress(OSError):
             self.send_response_only(status, reason)
             head = self.command == "HEAD"
@@ -468,10 +509,22 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             if head:
                 return
-            if truncate:
+            if truncate or stall:
                 self.wfile.write(payload[: len(payload) // 2])
                 self.wfile.flush()
+                if stall:
+                    self._hold()
                 self._reset()
+                return
+            if trickle is not None:
+                self.wfile.flush()
+                stopping = self.server.proxy._stopping
+                for i in range(len(payload)):
+                    if stopping.wait(trickle):
+                        self._reset()
+                        return
+                    self.wfile.write(payload[i:i + 1])
+                    self.wfile.flush()
                 return
             self.wfile.write(payload)
 
