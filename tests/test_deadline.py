@@ -49,9 +49,11 @@ def _behind(backend: Any, proxy: FaultProxy) -> Any:
 def _workspace(store: Any, fs: Any, **options: Any) -> toolfs.Workspace:
     """A workspace over ``fs`` whose client is warmed up first (its session made, the
     service model loaded: that alone can take a second here), so the request each test
-    stalls surely goes out within the deadline."""
+    stalls surely goes out within the deadline; the store's condition probe made too,
+    so that the stalled request is the test's own, not the probe's."""
     warm = toolfs.Workspace(fs, root=store.root, timeout=None)
     assert warm.execute("read", {"file_path": "a.txt"}).error is None
+    warm.check_root()
     return toolfs.Workspace(fs, root=store.root, timeout=TIMEOUT, **options)
 
 
