@@ -49,7 +49,7 @@ from fsspec.spec import AbstractFileSystem
 
 from toolfs._trusted import trusted
 from toolfs.backends import Create, Overwrite, PutMode, Store, Update, store_for, unwrapped
-from toolfs.backends.base import Blob
+from toolfs.backends.base import Blob, forget_listings
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable
 from toolfs.policy.events import (
@@ -506,8 +506,12 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             if kwargs.get("intent") == "edit":
                 return self.open_for_edit(path)
             return self.open_observed(path)
-        if mode in ("wb", "xb"):
-            return _CommitOnClose(self.prepare_write(path, create_only=mode == "xb"))
+        if mode == "wb":
+            return _CommitOnClose(self.prepare_write(path))
+        if mode == "xb":
+            pending = self.prepare_write(path, create_only=True)
+            self._refuse_existing(pending._target)  # at open, as open(path, "x") does
+            return _CommitOnClose(pending)
         raise fs_error("unsupported", f"mode {mode!r} is not supported; use rb, wb or xb",
                        path=path)
 
@@ -535,9 +539,43 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         f.seek(lo)
         return f.read(max(0, hi - lo))
 
-    def get_file(self, rpath: str, lpath: str, **kwargs: Any) -> None:
-        """Download to a local file (an observation, like any read)."""
-        data = self.cat_file(rpath)
+    def _source_dir(self, path: str, err: FsError) -> bool:
+        """Whether ``path``, whose read failed with ``err``, is a directory (a copy of it
+        makes the directory): asked only after a failed read, so copying a file costs no
+        extra request."""
+        if err.code not in ("not_found", "not_a_file") or err.details.get("bucket"):
+            return False
+        try:
+            return self.isdir(path)
+        except FsError:
+            return False
+
+    def _read_whole(self, path: str) -> bytes:
+        """The bytes of one observed version of a file for a copy (``too_large`` over
+        the cap, before anything past the first block is fetched)."""
+        with self.open_observed(path) as src:
+            if not src.complete and src.size > self.size_cap:
+                self._check_cap(src._target, src.size, "write")
+            return bytes(src.read())
+
+    def get_file(self, rpath: str, lpath: Any, callback: Any = None,
+                 **kwargs: Any) -> None:
+        """Download to a local file (an observation, like any read), making its parent
+        directories; a directory ``rpath`` makes the local directory, as every fsspec
+        filesystem does for recursive and glob gets."""
+        try:
+            data = self._read_whole(rpath)
+        except FsError as err:
+            if not isinstance(lpath, (str, os.PathLike)) or not self._source_dir(rpath, err):
+                raise
+            os.makedirs(lpath, exist_ok=True)
+            return
+        if not isinstance(lpath, (str, os.PathLike)):  # a file-like object
+            lpath.write(data)
+            return
+        parent = os.path.dirname(os.fspath(lpath))
+        if parent:
+            os.makedirs(parent, exist_ok=True)
         with open(lpath, "wb") as out:
             out.write(data)
 
@@ -562,6 +600,20 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         target = self._writable(path, operation, via_store=True)
         put: PutMode = Create() if create_only else self._condition(target)
         return PendingWrite(self, target, put, operation, exclusive=create_only)
+
+    def _refuse_existing(self, target: Target) -> None:
+        """Refuse an exclusive create when it starts if the file exists (one small
+        request): ``AlreadyExists``, a ``FileExistsError``. Its commit is a
+        create-if-absent all the same, so a file created meanwhile is refused then."""
+        try:
+            self.store.get(target.backend_path, length=1)
+        except FsError as err:
+            if err.code == "not_found" and not err.details.get("bucket"):
+                return
+            raise self._fail(err, target, "write") from err.__cause__
+        exists = self._explain_stale(target, Create(), fs_error("stale", "exists"),
+                                     exclusive=True)
+        raise self._fail(exists, target, "write")
 
     def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", *,
                   operation: Operation = "write", **kwargs: Any) -> Commit:
@@ -652,16 +704,41 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             value = value.replace("\n", newline)
         return self.pipe_file(path, value.encode(encoding or "utf-8", errors or "strict"))
 
-    def put_file(self, lpath: str, rpath: str, callback: Any = None, **kwargs: Any) -> None:
-        """Upload a local file through the policy."""
-        pending = self.prepare_write(rpath)
+    def put_file(self, lpath: str, rpath: str, callback: Any = None, mode: str = "overwrite",
+                 **kwargs: Any) -> None:
+        """Upload a local file through the policy (a guarded write of ``rpath``; a
+        local directory makes the directory ``rpath``). ``mode="create"`` never
+        replaces a file."""
+        if os.path.isdir(lpath):
+            self.makedirs(rpath, exist_ok=True)
+            return
+        pending = self.prepare_write(rpath, create_only=mode == "create")
+        size = os.path.getsize(lpath)
+        if size > self.size_cap:  # refused before the file is read into memory
+            self._check_cap(pending._target, size, "write")
         with open(lpath, "rb") as f:
-            pending.commit(f.read())
+            pending.commit(f.read(self.size_cap + 1))
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
-        """Copy: an observed read of ``path1`` and a guarded write of ``path2``."""
-        pending = self.prepare_write(path2)
-        pending.commit(self.cat_file(path1))
+        """Copy: an observed read of ``path1`` and a guarded write of ``path2`` (its
+        condition taken before the read: a create when this context has not seen it,
+        an update of the version it saw). A directory ``path1`` makes the directory
+        ``path2``, as every fsspec filesystem does for recursive and glob copies."""
+        try:
+            pending = self.prepare_write(path2)
+        except FsError as err:  # `dir/`: only a directory can be copied there
+            if err.code != "not_a_file" or not self.isdir(path1):
+                raise
+            self.makedirs(path2, exist_ok=True)
+            return
+        try:
+            data = self._read_whole(path1)
+        except FsError as err:
+            if not self._source_dir(path1, err):
+                raise
+            self.makedirs(path2, exist_ok=True)
+            return
+        pending.commit(data)
 
     def mv(self, path1: str, path2: str, recursive: bool = False, maxdepth: Any = None,
            **kwargs: Any) -> None:
@@ -728,8 +805,14 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
                 err = fs_error("not_a_file", f"{target.display} is a directory; only files "
                                "can be deleted", path=target.display)
                 raise self._fail(err, target, "delete")
-            err = fs_error("not_observed", f"read {target.display} before deleting it",
-                           path=target.display)
+            # A missing file is not_found, whatever the verb: reading it cannot help.
+            self._get(target, length=1)  # raises not_found when absent
+            if obs is None:
+                err = fs_error("not_observed", f"read {target.display} before deleting it",
+                               path=target.display)
+            else:
+                err = fs_error("stale", f"{target.display} was created since you saw it "
+                               "absent; read it before deleting it", path=target.display)
             raise self._fail(err, target, "delete")
         else:
             mode = Update(obs.version)
@@ -739,7 +822,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         """``target`` is a directory on the backend (a failing probe: not known to be)."""
         try:
             self.store.check_path(target.backend_path)
-            return bool(self.fs.isdir(target.backend_path))
+            return bool(self.fs.isdir(self._fresh(target.backend_path)))
         except Exception:  # a refusal follows either way; the probe only picks its words
             return False
 
@@ -791,25 +874,96 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         return [escape_undecodable(self.jail.display_of(p)) for p in removed]
 
     def rm(self, path: Any, recursive: bool = False, maxdepth: Any = None) -> None:
-        """Delete files one by one through :meth:`rm_file` (never recursively)."""
-        if recursive:
-            raise fs_error("denied", "recursive deletes are not allowed", path=str(path))
+        """Delete files through :meth:`rm_file`; ``recursive``: a directory with every
+        file below it, on what this context observed (:meth:`rm_tree`)."""
         for p in [path] if isinstance(path, str) else list(path):
-            self.rm_file(p)
+            if recursive:
+                self.rm_tree(p, maxdepth=maxdepth)
+            else:
+                self.rm_file(p)
+
+    def rm_tree(self, path: str, *, maxdepth: int | None = None) -> list[str]:
+        """Delete the directory ``path`` with every file below it (a file: just it), and
+        return the display paths of the files deleted.
+
+        Conditional on what this context observed, like any delete: every file must be
+        at the version this context last read or wrote. It is checked before anything
+        is deleted -- a file this context never read (``not_observed``), a denied one
+        (``denied``) or one outside the root refuses the whole delete, naming it --
+        and again by each conditional delete: a file changed since is ``stale``, the
+        files deleted before it stay deleted (``details["deleted"]``) and nothing
+        after it is touched. The empty directories left are then removed
+        (:meth:`remove_empty_dirs`); the root itself never is (``denied``)."""
+        shown = path.rstrip("/") if path.strip("/") else path
+        target = self.search_root(shown)
+        if target.reaches_root:
+            err = fs_error("denied", "the workspace root is never removed; delete the "
+                           "files in it by name", path=target.display)
+            raise self._fail(err, target, "delete")
+        if not self.isdir(shown):
+            self.rm_file(shown)
+            return [target.display]
+        files = [f for f in self.find(shown, maxdepth=maxdepth) if not self.isdir(f)]
+        hidden = self._hidden_files(target, maxdepth)
+        if hidden:
+            err = fs_error("denied", f"{target.display} holds files a deny rule hides "
+                           f"({hidden}); they are never deleted", path=target.display)
+            raise self._fail(err, target, "delete")
+        targets = [self._writable(f, "delete") for f in files]
+        seen = {t.backend_path: self.ledger.get(t.backend_path) for t in targets}
+        unread = [] if self.policy is None else [
+            t.display for t in targets
+            if (obs := seen[t.backend_path]) is None or obs.version is None]
+        if unread:
+            listed = ", ".join(unread[:5]) + (f" and {len(unread) - 5} more"
+                                              if len(unread) > 5 else "")
+            err = fs_error("not_observed", f"{target.display} holds files not read in this "
+                           f"context ({listed}); read them before deleting the directory",
+                           path=target.display, details={"files": unread[:50]})
+            raise self._fail(err, target, "delete")
+        deleted: list[str] = []
+        for t in targets:
+            obs = seen[t.backend_path]
+            mode: Update | Overwrite = (Overwrite() if obs is None or obs.version is None
+                                        else Update(obs.version))
+            try:
+                self._delete(t, mode)
+            except FsError as err:
+                err.details["deleted"] = list(deleted)
+                raise
+            deleted.append(t.display)
+        self.remove_empty_dirs(shown)
+        return deleted
+
+    def _hidden_files(self, target: Target, maxdepth: int | None) -> str | None:
+        """The first file below ``target`` a deny rule hides from listings, if any."""
+        if not self.deny:
+            return None
+        for root, _dirs, names in self.fs.walk(self._fresh(target.backend_path), maxdepth=maxdepth):
+            root = self.fs._strip_protocol(root).rstrip("/")
+            for name in names:
+                display = self.jail.display_of(f"{root}/{name}")
+                if not self.visible(display, f"{root}/{name}"):
+                    return escape_undecodable(display)
+        return None
 
     def touch(self, path: str, truncate: bool = True, **kwargs: Any) -> None:
         """Create an empty file; truncating an existing one is a guarded write."""
         target = self._writable(path, "write")
         self.store.check_path(target.backend_path)
-        if not truncate and self.fs.exists(target.backend_path):
+        if not truncate and self.fs.exists(self._fresh(target.backend_path)):
             return  # nothing changes: content versions do not move on touch
         self.pipe_file(path, b"")
 
     def makedirs(self, path: str, exist_ok: bool = False) -> None:
+        """Make a directory and its parents (``a/b/`` is ``a/b``); ``denied`` on a file.
+        On object stores directories are implied by the files in them."""
+        if path.endswith("/") and path.strip("/"):
+            path = path.rstrip("/")
         target = self.resolve(path)
         self.store.check_path(target.backend_path)
         self._check_writable(target, "mkdir")
-        if self.fs.isfile(target.backend_path):
+        if self.fs.isfile(self._fresh(target.backend_path)):
             raise fs_error("denied", f"{target.display} is a file", path=target.display)
         self.fs.makedirs(target.backend_path, exist_ok=exist_ok)
 
@@ -845,7 +999,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         target = self._readable(path, file=False)
         try:
-            return self._entry(self.fs.info(target.backend_path, **kwargs))
+            return self._entry(self.fs.info(self._fresh(target.backend_path), **kwargs))
         except FileNotFoundError as exc:
             raise fs_error("not_found", f"{target.display} does not exist",
                            path=target.display) from exc
@@ -867,6 +1021,14 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             return False
         return kind != "directory" or not self._denied(f"{display}/\uffff")
 
+    def _fresh(self, backend_path: str) -> str:
+        """``backend_path``, its cached listings dropped first on the wrapped filesystem
+        (s3fs, gcsfs and adlfs keep them): these methods describe the store as it is now,
+        as the tools do, not as it was when a listing was cached -- commits and deletes go
+        through the store, and other contexts and programs change it too."""
+        forget_listings(self.fs, backend_path)
+        return backend_path
+
     def _named(self, path: str) -> Target:
         """Confine a path these methods describe (a file or a directory; ``d/`` is
         ``d``), refusing denied ones, checked for the client (see :meth:`_readable`)."""
@@ -878,7 +1040,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         """``call(target's backend path)``, a missing path ``not_found`` by its display
         path (never the backend's own error, which names the backend path)."""
         try:
-            return call(target.backend_path)
+            return call(self._fresh(target.backend_path))
         except FileNotFoundError as exc:
             raise fs_error("not_found", f"{target.display} does not exist",
                            path=target.display) from exc
@@ -897,15 +1059,15 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             if err.code in ("outside_root", "denied"):
                 raise
             return False
-        return bool(self.fs.exists(target.backend_path))
+        return bool(self.fs.exists(self._fresh(target.backend_path)))
 
     def isfile(self, path: str) -> bool:
-        return bool(self.fs.isfile(self._named(path).backend_path))
+        return bool(self.fs.isfile(self._fresh(self._named(path).backend_path)))
 
     def isdir(self, path: str) -> bool:
         if path in ("", ".", "/"):
             return True
-        return bool(self.fs.isdir(self._named(path).backend_path))
+        return bool(self.fs.isdir(self._fresh(self._named(path).backend_path)))
 
     def size(self, path: str) -> int:
         return int(self.info(path)["size"])
@@ -913,7 +1075,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
     def find(self, path: str = "", maxdepth: int | None = None, withdirs: bool = False,
              detail: bool = False, **kwargs: Any) -> Any:
         base = self.search_root(path.rstrip("/") if path.strip("/") else path).backend_path
-        found = self.fs.find(base, maxdepth=maxdepth, withdirs=withdirs, detail=True)
+        found = self.fs.find(self._fresh(base), maxdepth=maxdepth, withdirs=withdirs,
+                            detail=True)
         entries = {}
         for key, info in found.items():
             listed = self.fs._strip_protocol(key)
@@ -925,7 +1088,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
              ) -> Iterator[Any]:
         base = self.search_root(path.rstrip("/") if path.strip("/") else path).backend_path
         kwargs.pop("topdown", None)  # top-down only: denied directories are pruned
-        for root, dirs, files in self.fs.walk(base, maxdepth=maxdepth, **kwargs):
+        for root, dirs, files in self.fs.walk(self._fresh(base), maxdepth=maxdepth, **kwargs):
             root = self.fs._strip_protocol(root)
             prefix = root.rstrip("/") + "/"
             dirs[:] = [d for d in dirs if self._shown(prefix + d, "directory")]
