@@ -903,7 +903,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         if not self.isdir(shown):
             self.rm_file(shown)
             return [target.display]
-        files = [f for f in self.find(shown, maxdepth=maxdepth) if not self.isdir(f)]
+        files = self.find(shown, maxdepth=maxdepth)  # files only
         hidden = self._hidden_files(target, maxdepth)
         if hidden:
             err = fs_error("denied", f"{target.display} holds files a deny rule hides "
@@ -1077,9 +1077,15 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         base = self.search_root(path.rstrip("/") if path.strip("/") else path).backend_path
         found = self.fs.find(self._fresh(base), maxdepth=maxdepth, withdirs=withdirs,
                             detail=True)
+        if not isinstance(found, dict):  # adlfs answers a file's name, not its details
+            found = {name: self.fs.info(name) for name in found}
+        own = self.fs._strip_protocol(base).rstrip("/")
         entries = {}
         for key, info in found.items():
             listed = self.fs._strip_protocol(key)
+            if maxdepth is not None and listed.startswith(own + "/") and \
+                    listed[len(own) + 1:].rstrip("/").count("/") >= maxdepth:
+                continue  # adlfs's find ignores maxdepth: every client gets the same answer
             if self._shown(listed, info.get("type", "")):
                 entries[self.jail.display_of(listed)] = self._entry(info)
         return entries if detail else sorted(entries)
@@ -1112,6 +1118,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         if path in (None, "", "."):
             return Target(self.jail.join(""), ".")
         assert path is not None
+        if path.endswith("/") and path.strip("/"):  # `dir/` names the directory dir
+            path = path.rstrip("/")
         return self._readable(path, file=False)
 
     def visible(self, display: str, backend_path: str) -> bool:
