@@ -54,6 +54,27 @@ def backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backen
         b.teardown()
 
 
+@pytest.fixture(params=BACKENDS)
+def sync_backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backend]:
+    """``backend`` without its async runs: for tests that call the filesystem or an
+    adapter directly, which ``AsyncWorkspace`` does not change."""
+    name = request.param
+    b: Backend
+    if name == "memory":
+        b = MemoryBackend()
+    elif name == "local":
+        b = LocalBackend(str(tmp_path))
+    elif name == "generic":
+        b = GenericBackend()
+    else:
+        b = request.getfixturevalue(f"{name}_backend")
+    b.setup()
+    try:
+        yield b
+    finally:
+        b.teardown()
+
+
 @pytest.fixture(scope="session")
 def s3_emulator() -> Iterator[S3Emulator]:
     """One moto server for the session (single-threaded: see S3Emulator's docstring)."""

@@ -8,35 +8,19 @@ from __future__ import annotations
 
 import os
 import pickle
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import toolfs
-from tests.backends import Backend, GenericBackend, LocalBackend, MemoryBackend
+from tests.backends import Backend
 from toolfs.errors import AlreadyExists, Stale
 
 
-@pytest.fixture(params=["memory", "local", "generic", "s3", "seaweedfs", "gcs", "azure"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    """The shared ``backend`` fixture's backends, without its async runs: these tests
-    call the filesystem itself, which ``AsyncWorkspace`` does not change."""
-    b: Backend
-    name = request.param
-    if name == "memory":
-        b = MemoryBackend()
-    elif name == "local":
-        b = LocalBackend(str(tmp_path))
-    elif name == "generic":
-        b = GenericBackend()
-    else:
-        b = request.getfixturevalue(f"{name}_backend")
-    b.setup()
-    try:
-        yield b
-    finally:
-        b.teardown()
+@pytest.fixture
+def backend(sync_backend: Backend) -> Backend:
+    """Every backend, without the async runs: these tests call the filesystem itself."""
+    return sync_backend
 
 
 def test_an_exclusive_create_of_an_existing_file_is_a_file_exists_error(
