@@ -24,9 +24,12 @@ def backend(sync_backend: Backend) -> Backend:
 
 
 def test_an_exclusive_create_of_an_existing_file_is_a_file_exists_error(
-        backend: Backend) -> None:
+        backend: Backend, tmp_path: Path) -> None:
     backend.put("a.txt", b"old\n")
     fs = backend.workspace().fs
+    (tmp_path / "up.txt").write_bytes(b"up\n")
+    with pytest.raises(FileExistsError):
+        fs.put_file(str(tmp_path / "up.txt"), "a.txt", mode="create")
     with pytest.raises(FileExistsError) as at_open:
         fs.open("a.txt", "xb")  # refused at open, not only when closed
     with pytest.raises(FileExistsError) as piped:
