@@ -167,3 +167,15 @@ def test_directories_copy_get_and_put_as_directories(backend: Backend,
     (tmp_path / "up" / "x" / "b.txt").write_bytes(b"b\n")
     fs.put(str(tmp_path / "up"), "up", recursive=True)
     assert backend.get("up/x/b.txt") == b"b\n"
+
+
+def test_get_file_streams_a_file_over_the_cap(backend: Backend, tmp_path: Path) -> None:
+    data = bytes(range(256)) * 40  # 10 KiB, read whole only up to 4 KiB
+    backend.put("big.bin", data)
+    fs = backend.workspace(size_cap=4096, first_block=1024, block_size=1024).fs
+    fs.get_file("big.bin", str(tmp_path / "down" / "big.bin"))
+    assert (tmp_path / "down" / "big.bin").read_bytes() == data
+    assert os.listdir(tmp_path / "down") == ["big.bin"]  # nothing left aside
+    with pytest.raises(toolfs.FsError) as too_large:
+        fs.cp("big.bin", "copy.bin")  # a copy is a whole-file write
+    assert too_large.value.code == "too_large" and not backend.exists("copy.bin")

@@ -20,8 +20,10 @@ was derived from, never re-derived from a path and the ledger at commit time:
   observed *when the write starts* and returns a :class:`PendingWrite`; its ``commit``
   stores on that condition. ``pipe_file``, ``open(path, "wb")``, ``write_text``, ``pipe``,
   ``put_file``, ``cp_file``, ``mv`` and ``touch`` all end up there.
-* ``rm_file`` deletes under the same rules as an update. Every other mutating method
-  raises ``denied``; read-only methods are forwarded with paths confined.
+* ``rm_file`` deletes under the same rules as an update; ``rm(path, recursive=True)``
+  (:meth:`PolicyFileSystem.rm_tree`) deletes a directory's files each on the version this
+  context observed, after checking every one. Every other mutating method raises
+  ``denied``; read-only methods are forwarded with paths confined, and fresh.
 
 Events (:mod:`toolfs.policy.events`): ``fs/read`` and ``fs/write-intent`` are emitted
 *before* anything is recorded or stored, and a subscriber that raises (``Veto`` or any
@@ -32,6 +34,7 @@ so the tool's answer always matches what happened on storage.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import io
 import itertools
@@ -562,22 +565,33 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
                  **kwargs: Any) -> None:
         """Download to a local file (an observation, like any read), making its parent
         directories; a directory ``rpath`` makes the local directory, as every fsspec
-        filesystem does for recursive and glob gets."""
+        filesystem does for recursive and glob gets. A file over ``size_cap`` streams in
+        blocks pinned to the version opened (``stale`` if it changes meanwhile); the local
+        file appears whole or not at all (written aside, then renamed)."""
         try:
-            data = self._read_whole(rpath)
+            src = self.open_observed(rpath)
         except FsError as err:
             if not isinstance(lpath, (str, os.PathLike)) or not self._source_dir(rpath, err):
                 raise
             os.makedirs(lpath, exist_ok=True)
             return
-        if not isinstance(lpath, (str, os.PathLike)):  # a file-like object
-            lpath.write(data)
-            return
-        parent = os.path.dirname(os.fspath(lpath))
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-        with open(lpath, "wb") as out:
-            out.write(data)
+        with src:
+            if not isinstance(lpath, (str, os.PathLike)):  # a file-like object
+                _copy_blocks(src, lpath)
+                return
+            local = os.fspath(lpath)
+            parent = os.path.dirname(local)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+            aside = f"{local}.toolfs-{uuid.uuid4().hex[:8]}.part"
+            try:
+                with open(aside, "wb") as out:
+                    _copy_blocks(src, out)
+                os.replace(aside, local)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.remove(aside)
+                raise
 
     # -- writing ------------------------------------------------------------------
 
@@ -1414,6 +1428,15 @@ class _TextCommitOnClose(io.TextIOWrapper):
         if exc_type is not None and isinstance(self.buffer, _CommitOnClose):
             self.buffer.abandon()
         self.close()
+
+
+def _copy_blocks(src: ObservedFile, out: Any) -> None:
+    """Write every byte of ``src`` to ``out``, a block at a time."""
+    while True:
+        block = src.read(max(src.block_size, 1))
+        if not block:
+            return
+        out.write(block)
 
 
 def _inside(real: str, root: str) -> bool:
