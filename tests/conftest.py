@@ -33,8 +33,9 @@ def backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backen
 
 @pytest.fixture(params=BACKENDS)
 def sync_backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backend]:
-    """:func:`backend` without the async runs: for behaviours of the policy layer, which
-    the async path reaches through the same code (the ``backend`` tests cover that path)."""
+    """:func:`backend` without the async runs: for behaviours of the policy layer, the
+    filesystem or an adapter called directly, which the async path reaches through the
+    same code (the ``backend`` tests cover that path)."""
     yield from _backend(request, tmp_path)
 
 

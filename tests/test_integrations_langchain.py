@@ -710,8 +710,14 @@ def test_delete_is_conditional(mem: tuple[toolfs.Workspace, Any]) -> None:
     unread = be.delete("/a.txt").error
     assert unread is not None and unread.startswith("Error [not_observed]")
     assert be.delete("/nope.txt").error == "Error: '/nope.txt' not found"
-    is_dir = be.delete("/d").error
-    assert is_dir is not None and is_dir.startswith("Error [not_a_file]: /d is a directory")
+    # A directory goes with its files, each on the version this context read: none
+    # read yet, nothing deleted.
+    unread_dir = be.delete("/d").error
+    assert unread_dir is not None and unread_dir.startswith("Error [not_observed]")
+    assert ws.fs.exists("d/b.txt")
+    be.read("/d/b.txt")
+    assert be.delete("/d/").path == "/d/"
+    assert not ws.fs.exists("d/b.txt")
     be.read("/a.txt")
     ws.write("a.txt", "changed\n")  # another context changed it since
     stale = be.delete("/a.txt").error

@@ -12,6 +12,7 @@ derives from it, so ordinary ``except FileNotFoundError`` code keeps working::
     ├── TooLarge          (ValueError)        too_large
     ├── NotObserved       (PermissionError)   not_observed
     ├── Stale             (PermissionError)   stale
+    │   └── AlreadyExists (FileExistsError)   stale, details["exists"]
     ├── NoMatch           (ValueError)        no_match
     ├── AmbiguousMatch    (ValueError)        ambiguous_match
     ├── OutsideRoot       (PermissionError)   outside_root
@@ -239,6 +240,13 @@ class Stale(_Coded, PermissionError):
     code = "stale"
 
 
+class AlreadyExists(Stale, FileExistsError):
+    """``stale`` for an exclusive create (``open(path, "xb")``, ``pipe_file(path,
+    mode="create")``) of a file that exists: still the code ``stale`` (and a
+    :class:`Stale`), and a ``FileExistsError``, as fsspec and ``open(path, "x")``
+    raise. Built by :func:`fs_error` for ``stale`` with ``details["exists"]``."""
+
+
 class NoMatch(_Coded, ValueError):
     code = "no_match"
 
@@ -274,7 +282,10 @@ def fs_error(
     code: ErrorCode, message: str, *, path: str | None = None,
     details: dict[str, Any] | None = None,
 ) -> FsError:
-    """Build the :class:`FsError` subclass that matches ``code``."""
+    """Build the :class:`FsError` subclass that matches ``code`` (``stale`` with
+    ``details["exists"]``: :class:`AlreadyExists`)."""
+    if code == "stale" and details and details.get("exists") is True:
+        return AlreadyExists(message, path=path, details=details)
     return _BY_CODE[code](message, path=path, details=details)
 
 

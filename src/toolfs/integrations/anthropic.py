@@ -371,6 +371,14 @@ class _Engine:
             raise self._escape(given)
         return rel or "."
 
+    def _source_path(self, given: str) -> tuple[str, bool]:
+        """:meth:`path` for a delete or a rename, which take a file or a directory:
+        ``dir/`` names the directory ``dir`` (the second value: written as one)."""
+        rel = self.path(given)
+        if rel != "." and rel.endswith("/"):
+            return rel.rstrip("/") or ".", True
+        return rel, False
+
     def _escape(self, given: str) -> _Refusal:
         # [memory SDK] _validate_path
         return _refuse("outside_root",
@@ -761,12 +769,14 @@ class _Engine:
     def _delete(self, given: dict[str, Any]) -> _Done:
         raw = given["path"]
         shown = _shown(raw, MAX_SHOWN_PATH)
-        rel = self.path(raw)
+        rel, as_dir = self._source_path(raw)
         # [memory SDK] delete. By where the path leads, not how it is spelled: a symlink
         # to the root (`self -> .`, `docs/up -> ..`) names the root as well.
         if rel == "." or self._target(rel, shown, raw).reaches_root:
             raise _refuse("denied", "Cannot delete the /memories directory itself")
         if self._is_file(rel, shown, raw):
+            if as_dir:  # `notes.md/`: there is no directory notes.md
+                raise _refuse("not_found", f"The path {shown} does not exist")
             try:
                 self.fs.rm_file(rel)
             except FsError as err:
@@ -836,7 +846,7 @@ class _Engine:
     def _rename(self, given: dict[str, Any]) -> _Done:
         old_raw, new_raw = given["old_path"], given["new_path"]
         old_shown, new_shown = _shown(old_raw, MAX_SHOWN_PATH), _shown(new_raw, MAX_SHOWN_PATH)
-        old, new = self.path(old_raw), self.path(new_raw)
+        (old, old_as_dir), (new, _) = self._source_path(old_raw), self._source_path(new_raw)
         if old == ".":  # [memory SDK] rename
             raise _refuse("denied", "Cannot rename the /memories directory itself")
         if new == ".":
@@ -861,6 +871,8 @@ class _Engine:
             # [memory docs] rename: "Error: The destination {new_path} already exists"
             raise _refuse("invalid_arguments", f"The destination {new_shown} already exists")
         if self._is_file(old, old_shown, old_raw):
+            if old_as_dir:  # `notes.md/`: there is no directory notes.md
+                raise _refuse("not_found", f"The path {old_shown} does not exist")
             self._call(lambda: self._move(old, new, new_shown), old_shown, old_raw)
             # [memory docs] and [memory SDK] rename
             return _Done(f"Successfully renamed {old_shown} to {new_shown}", None)

@@ -48,9 +48,9 @@ Where Deep Agents' conventions and toolfs's guarantees pull apart, the guarantee
   ``task`` tool, which hands it the parent's backend) has its own execution context: a
   subagent reads before it changes a file, and an update based on a read from before
   another conversation's or a subagent's change is ``stale``.
-* ``delete`` removes one file, on the same condition as an edit; a directory is refused
-  (Deep Agents deletes directories recursively, which cannot be made conditional on
-  what this context read).
+* ``delete`` removes one file, on the same condition as an edit; a directory with every
+  file in it (as Deep Agents does) only when this context read each at its current
+  version, all checked before any is deleted.
 * ``upload_files`` writes under the policy too (a file this context never read is not
   replaced); ``download_files`` is a read of the whole file (streamed past the size
   cap, as Deep Agents' own backends return it), so it records an observation: Deep
@@ -444,14 +444,17 @@ class ToolfsBackend(BackendProtocol):
     # -- delete ---------------------------------------------------------------------
 
     def delete(self, file_path: str) -> DeleteResult:
-        """Delete one file, on the version this context observed (like an edit)."""
+        """Delete a file on the version this context observed (like an edit); a
+        directory with every file in it, as Deep Agents does, when this context has read
+        each at its current version (``PolicyFileSystem.rm_tree``: checked for all
+        before any is deleted)."""
         rel = _file(file_path)
         try:
-            self._guarded(lambda fs: fs.rm_file(rel))
+            self._guarded(lambda fs: fs.rm(rel, recursive=True))
         except FsError as err:
             if err.code == "not_observed":
-                # Missing, or simply unread (rm_file itself says not_a_file for a
-                # directory): Deep Agents words a missing file its own way.
+                # Unread (a missing file is not_found): Deep Agents words a missing
+                # file its own way.
                 try:
                     exists = self._guarded(lambda fs: fs.exists(rel))
                 except FsError:

@@ -20,8 +20,10 @@ was derived from, never re-derived from a path and the ledger at commit time:
   observed *when the write starts* and returns a :class:`PendingWrite`; its ``commit``
   stores on that condition. ``pipe_file``, ``open(path, "wb")``, ``write_text``, ``pipe``,
   ``put_file``, ``cp_file``, ``mv`` and ``touch`` all end up there.
-* ``rm_file`` deletes under the same rules as an update. Every other mutating method
-  raises ``denied``; read-only methods are forwarded with paths confined.
+* ``rm_file`` deletes under the same rules as an update; ``rm(path, recursive=True)``
+  (:meth:`PolicyFileSystem.rm_tree`) deletes a directory's files each on the version this
+  context observed, after checking every one. Every other mutating method raises
+  ``denied``; read-only methods are forwarded with paths confined, and fresh.
 
 Events (:mod:`toolfs.policy.events`): ``fs/read`` and ``fs/write-intent`` are emitted
 *before* anything is recorded or stored, and a subscriber that raises (``Veto`` or any
@@ -631,8 +633,12 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
             if kwargs.get("intent") == "edit":
                 return self.open_for_edit(path)
             return self.open_observed(path)
-        if mode in ("wb", "xb"):
-            return _CommitOnClose(self.prepare_write(path, create_only=mode == "xb"))
+        if mode == "wb":
+            return _CommitOnClose(self.prepare_write(path))
+        if mode == "xb":
+            pending = self.prepare_write(path, create_only=True)
+            self._refuse_existing(pending._target)  # at open, as open(path, "x") does
+            return _CommitOnClose(pending)
         raise fs_error("unsupported", f"mode {mode!r} is not supported; use rb, wb or xb",
                        path=path)
 
@@ -660,11 +666,56 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         f.seek(lo)
         return f.read(max(0, hi - lo))
 
-    def get_file(self, rpath: str, lpath: str, **kwargs: Any) -> None:
-        """Download to a local file (an observation, like any read)."""
-        data = self.cat_file(rpath)
-        with open(lpath, "wb") as out:
-            out.write(data)
+    def _source_dir(self, path: str, err: FsError) -> bool:
+        """Whether ``path``, whose read failed with ``err``, is a directory (a copy of it
+        makes the directory): asked only after a failed read, so copying a file costs no
+        extra request."""
+        if err.code not in ("not_found", "not_a_file") or err.details.get("bucket"):
+            return False
+        try:
+            return self.isdir(path)
+        except FsError:
+            return False
+
+    def _read_whole(self, path: str) -> bytes:
+        """The bytes of one observed version of a file for a copy (``too_large`` over
+        the cap, before anything past the first block is fetched)."""
+        with self.open_observed(path) as src:
+            if not src.complete and src.size > self.size_cap:
+                self._check_cap(src._target, src.size, "write")
+            return bytes(src.read())
+
+    def get_file(self, rpath: str, lpath: Any, callback: Any = None,
+                 **kwargs: Any) -> None:
+        """Download to a local file (an observation, like any read), making its parent
+        directories; a directory ``rpath`` makes the local directory, as every fsspec
+        filesystem does for recursive and glob gets. A file over ``size_cap`` streams in
+        blocks pinned to the version opened (``stale`` if it changes meanwhile); the local
+        file appears whole or not at all (written aside, then renamed)."""
+        try:
+            src = self.open_observed(rpath)
+        except FsError as err:
+            if not isinstance(lpath, (str, os.PathLike)) or not self._source_dir(rpath, err):
+                raise
+            os.makedirs(lpath, exist_ok=True)
+            return
+        with src:
+            if not isinstance(lpath, (str, os.PathLike)):  # a file-like object
+                _copy_blocks(src, lpath)
+                return
+            local = os.fspath(lpath)
+            parent = os.path.dirname(local)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+            aside = f"{local}.toolfs-{uuid.uuid4().hex[:8]}.part"
+            try:
+                with open(aside, "wb") as out:
+                    _copy_blocks(src, out)
+                os.replace(aside, local)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.remove(aside)
+                raise
 
     # -- writing ------------------------------------------------------------------
 
@@ -687,6 +738,20 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         target = self._writable(path, operation, via_store=True)
         put: PutMode = Create() if create_only else self._condition(target)
         return PendingWrite(self, target, put, operation, exclusive=create_only)
+
+    def _refuse_existing(self, target: Target) -> None:
+        """Refuse an exclusive create when it starts if the file exists (one small
+        request): ``AlreadyExists``, a ``FileExistsError``. Its commit is a
+        create-if-absent all the same, so a file created meanwhile is refused then."""
+        try:
+            self.store.get(target.backend_path, length=1)
+        except FsError as err:
+            if err.code == "not_found" and not err.details.get("bucket"):
+                return
+            raise self._fail(err, target, "write") from err.__cause__
+        exists = self._explain_stale(target, Create(), fs_error("stale", "exists"),
+                                     exclusive=True)
+        raise self._fail(exists, target, "write")
 
     def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", *,
                   operation: Operation = "write", **kwargs: Any) -> Commit:
@@ -947,16 +1012,41 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
             value = value.replace("\n", newline)
         return self.pipe_file(path, value.encode(encoding or "utf-8", errors or "strict"))
 
-    def put_file(self, lpath: str, rpath: str, callback: Any = None, **kwargs: Any) -> None:
-        """Upload a local file through the policy."""
-        pending = self.prepare_write(rpath)
+    def put_file(self, lpath: str, rpath: str, callback: Any = None, mode: str = "overwrite",
+                 **kwargs: Any) -> None:
+        """Upload a local file through the policy (a guarded write of ``rpath``; a
+        local directory makes the directory ``rpath``). ``mode="create"`` never
+        replaces a file."""
+        if os.path.isdir(lpath):
+            self.makedirs(rpath, exist_ok=True)
+            return
+        pending = self.prepare_write(rpath, create_only=mode == "create")
+        size = os.path.getsize(lpath)
+        if size > self.size_cap:  # refused before the file is read into memory
+            self._check_cap(pending._target, size, "write")
         with open(lpath, "rb") as f:
-            pending.commit(f.read())
+            pending.commit(f.read(self.size_cap + 1))
 
     def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
-        """Copy: an observed read of ``path1`` and a guarded write of ``path2``."""
-        pending = self.prepare_write(path2)
-        pending.commit(self.cat_file(path1))
+        """Copy: an observed read of ``path1`` and a guarded write of ``path2`` (its
+        condition taken before the read: a create when this context has not seen it,
+        an update of the version it saw). A directory ``path1`` makes the directory
+        ``path2``, as every fsspec filesystem does for recursive and glob copies."""
+        try:
+            pending = self.prepare_write(path2)
+        except FsError as err:  # `dir/`: only a directory can be copied there
+            if err.code != "not_a_file" or not self.isdir(path1):
+                raise
+            self.makedirs(path2, exist_ok=True)
+            return
+        try:
+            data = self._read_whole(path1)
+        except FsError as err:
+            if not self._source_dir(path1, err):
+                raise
+            self.makedirs(path2, exist_ok=True)
+            return
+        pending.commit(data)
 
     def mv(self, path1: str, path2: str, recursive: bool = False, maxdepth: Any = None,
            **kwargs: Any) -> None:
@@ -1023,8 +1113,14 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
                 err = fs_error("not_a_file", f"{target.display} is a directory; only files "
                                "can be deleted", path=target.display)
                 raise self._fail(err, target, "delete")
-            err = fs_error("not_observed", f"read {target.display} before deleting it",
-                           path=target.display)
+            # A missing file is not_found, whatever the verb: reading it cannot help.
+            self._get(target, length=1)  # raises not_found when absent
+            if obs is None:
+                err = fs_error("not_observed", f"read {target.display} before deleting it",
+                               path=target.display)
+            else:
+                err = fs_error("stale", f"{target.display} was created since you saw it "
+                               "absent; read it before deleting it", path=target.display)
             raise self._fail(err, target, "delete")
         else:
             mode = Update(obs.version)
@@ -1034,7 +1130,7 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         """``target`` is a directory on the backend (a failing probe: not known to be)."""
         try:
             self.store.check_path(target.backend_path)
-            return bool(self.fs.isdir(target.backend_path))
+            return bool(self.fs.isdir(self._fresh(target.backend_path)))
         except Exception:  # a refusal follows either way; the probe only picks its words
             return False
 
@@ -1088,25 +1184,96 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         return [escape_undecodable(self.jail.display_of(p)) for p in removed]
 
     def rm(self, path: Any, recursive: bool = False, maxdepth: Any = None) -> None:
-        """Delete files one by one through :meth:`rm_file` (never recursively)."""
-        if recursive:
-            raise fs_error("denied", "recursive deletes are not allowed", path=str(path))
+        """Delete files through :meth:`rm_file`; ``recursive``: a directory with every
+        file below it, on what this context observed (:meth:`rm_tree`)."""
         for p in [path] if isinstance(path, str) else list(path):
-            self.rm_file(p)
+            if recursive:
+                self.rm_tree(p, maxdepth=maxdepth)
+            else:
+                self.rm_file(p)
+
+    def rm_tree(self, path: str, *, maxdepth: int | None = None) -> list[str]:
+        """Delete the directory ``path`` with every file below it (a file: just it), and
+        return the display paths of the files deleted.
+
+        Conditional on what this context observed, like any delete: every file must be
+        at the version this context last read or wrote. It is checked before anything
+        is deleted -- a file this context never read (``not_observed``), a denied one
+        (``denied``) or one outside the root refuses the whole delete, naming it --
+        and again by each conditional delete: a file changed since is ``stale``, the
+        files deleted before it stay deleted (``details["deleted"]``) and nothing
+        after it is touched. The empty directories left are then removed
+        (:meth:`remove_empty_dirs`); the root itself never is (``denied``)."""
+        shown = path.rstrip("/") if path.strip("/") else path
+        target = self.search_root(shown)
+        if target.reaches_root:
+            err = fs_error("denied", "the workspace root is never removed; delete the "
+                           "files in it by name", path=target.display)
+            raise self._fail(err, target, "delete")
+        if not self.isdir(shown):
+            self.rm_file(shown)
+            return [target.display]
+        files = self.find(shown, maxdepth=maxdepth)  # files only
+        hidden = self._hidden_files(target, maxdepth)
+        if hidden:
+            err = fs_error("denied", f"{target.display} holds files a deny rule hides "
+                           f"({hidden}); they are never deleted", path=target.display)
+            raise self._fail(err, target, "delete")
+        targets = [self._writable(f, "delete") for f in files]
+        seen = {t.backend_path: self.ledger.get(t.backend_path) for t in targets}
+        unread = [] if self.policy is None else [
+            t.display for t in targets
+            if (obs := seen[t.backend_path]) is None or obs.version is None]
+        if unread:
+            listed = ", ".join(unread[:5]) + (f" and {len(unread) - 5} more"
+                                              if len(unread) > 5 else "")
+            err = fs_error("not_observed", f"{target.display} holds files not read in this "
+                           f"context ({listed}); read them before deleting the directory",
+                           path=target.display, details={"files": unread[:50]})
+            raise self._fail(err, target, "delete")
+        deleted: list[str] = []
+        for t in targets:
+            obs = seen[t.backend_path]
+            mode: Update | Overwrite = (Overwrite() if obs is None or obs.version is None
+                                        else Update(obs.version))
+            try:
+                self._delete(t, mode)
+            except FsError as err:
+                err.details["deleted"] = list(deleted)
+                raise
+            deleted.append(t.display)
+        self.remove_empty_dirs(shown)
+        return deleted
+
+    def _hidden_files(self, target: Target, maxdepth: int | None) -> str | None:
+        """The first file below ``target`` a deny rule hides from listings, if any."""
+        if not self.deny:
+            return None
+        for root, _dirs, names in self.fs.walk(self._fresh(target.backend_path), maxdepth=maxdepth):
+            root = self.fs._strip_protocol(root).rstrip("/")
+            for name in names:
+                display = self.jail.display_of(f"{root}/{name}")
+                if not self.visible(display, f"{root}/{name}"):
+                    return escape_undecodable(display)
+        return None
 
     def touch(self, path: str, truncate: bool = True, **kwargs: Any) -> None:
         """Create an empty file; truncating an existing one is a guarded write."""
         target = self._writable(path, "write")
         self.store.check_path(target.backend_path)
-        if not truncate and self.fs.exists(target.backend_path):
+        if not truncate and self.fs.exists(self._fresh(target.backend_path)):
             return  # nothing changes: content versions do not move on touch
         self.pipe_file(path, b"")
 
     def makedirs(self, path: str, exist_ok: bool = False) -> None:
+        """Make a directory and its parents (``a/b/`` is ``a/b``); ``denied`` on a file.
+        On object stores directories are implied by the files in them."""
+        if path.endswith("/") and path.strip("/"):
+            path = path.rstrip("/")
         target = self.resolve(path)
         self.store.check_path(target.backend_path)
         self._check_writable(target, "mkdir")
-        if self.fs.isfile(target.backend_path):
+        if self.fs.isfile(self._fresh(target.backend_path)):
             raise fs_error("denied", f"{target.display} is a file", path=target.display)
         self.fs.makedirs(target.backend_path, exist_ok=exist_ok)
 
@@ -1175,6 +1342,14 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
             return False
         return kind != "directory" or not self._denied(f"{display}/\uffff")
 
+    def _fresh(self, backend_path: str) -> str:
+        """``backend_path``, its cached listings dropped first on the wrapped filesystem
+        (s3fs, gcsfs and adlfs keep them): these methods describe the store as it is now,
+        as the tools do, not as it was when a listing was cached -- commits and deletes go
+        through the store, and other contexts and programs change it too."""
+        forget_listings(self.fs, backend_path)
+        return backend_path
+
     def _named(self, path: str) -> Target:
         """Confine a path these methods describe (a file or a directory; ``d/`` is
         ``d``), refusing denied ones, checked for the client (see :meth:`_readable`)."""
@@ -1186,7 +1361,7 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         """``call(target's backend path)``, a missing path ``not_found`` by its display
         path (never the backend's own error, which names the backend path)."""
         try:
-            return call(target.backend_path)
+            return call(self._fresh(target.backend_path))
         except FileNotFoundError as exc:
             raise fs_error("not_found", f"{target.display} does not exist",
                            path=target.display) from exc
@@ -1226,9 +1401,15 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         base = self.search_root(path.rstrip("/") if path.strip("/") else path).backend_path
         found = self.fs.find(self._fresh(base), maxdepth=maxdepth, withdirs=withdirs,
                              detail=True)
+        if not isinstance(found, dict):  # adlfs answers a file's name, not its details
+            found = {name: self.fs.info(name) for name in found}
+        own = self.fs._strip_protocol(base).rstrip("/")
         entries = {}
         for key, info in found.items():
             listed = self.fs._strip_protocol(key)
+            if maxdepth is not None and listed.startswith(own + "/") and \
+                    listed[len(own) + 1:].rstrip("/").count("/") >= maxdepth:
+                continue  # adlfs's find ignores maxdepth: every client gets the same answer
             if self._shown(listed, info.get("type", "")):
                 entries[self._listed_name(listed)] = self._entry(info)
         return entries if detail else sorted(entries)
@@ -1262,6 +1443,8 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         if path in (None, "", "."):
             return Target(self.jail.join(""), ".")
         assert path is not None
+        if path.endswith("/") and path.strip("/"):  # `dir/` names the directory dir
+            path = path.rstrip("/")
         return self._readable(path, file=False)
 
     def visible(self, display: str, backend_path: str) -> bool:
@@ -1580,6 +1763,15 @@ class _TextCommitOnClose(io.TextIOWrapper):
         if exc_type is not None and isinstance(self.buffer, _CommitOnClose):
             self.buffer.abandon()
         self.close()
+
+
+def _copy_blocks(src: ObservedFile, out: Any) -> None:
+    """Write every byte of ``src`` to ``out``, a block at a time."""
+    while True:
+        block = src.read(max(src.block_size, 1))
+        if not block:
+            return
+        out.write(block)
 
 
 def _inside(real: str, root: str) -> bool:
