@@ -28,6 +28,8 @@ from toolfs.results import (
     GrepMatch,
     GrepResult,
     ListResult,
+    NotebookEditResult,
+    NotebookReadResult,
     PatchResult,
     ReadResult,
     ToolResult,
@@ -532,6 +534,12 @@ def render_result(r: ToolResult, max_chars: int = MAX_OUTPUT_CHARS) -> str:
         return render_ls(r, max_chars)
     if isinstance(r, PatchResult):
         return render_patch(r, max_chars)
+    if isinstance(r, NotebookReadResult | NotebookEditResult):
+        from toolfs import notebook_render  # it builds on this module
+
+        if isinstance(r, NotebookReadResult):
+            return notebook_render.render_notebook_read(r, max_chars)
+        return notebook_render.render_notebook_edit(r, max_chars)
     return render_edit(r, max_chars)
 
 
@@ -651,6 +659,14 @@ def structured_content(output: ToolOutput) -> dict[str, Any]:
         data = escape_undecodable_data({"ok": True, "result": view.model_dump(mode="json")})
         _fit_json(data, output.max_chars)
         return data
+    if isinstance(value, NotebookReadResult | NotebookEditResult):
+        from toolfs import notebook_render  # it builds on this module
+
+        shown = (notebook_render.notebook_read_view(value, output.max_chars)[1]
+                 if isinstance(value, NotebookReadResult)
+                 else notebook_render.notebook_edit_view(value, output.max_chars)[1])
+        data = escape_undecodable_data({"ok": True, "result": shown.model_dump(mode="json")})
+        return notebook_render.fit_json(data, output.max_chars)
     path = _clip(value.path, limits.path)
     if isinstance(value, ReadResult):
         known = output._shown

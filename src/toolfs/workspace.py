@@ -16,7 +16,7 @@ from fsspec.core import url_to_fs
 from fsspec.spec import AbstractFileSystem
 from pydantic import ValidationError
 
-from toolfs import tools, tools_discovery
+from toolfs import notebook_tools, tools_discovery
 from toolfs.errors import FsError, fs_error
 from toolfs.policy.events import AuditLog, Subscriber
 from toolfs.policy.filesystem import PolicyFileSystem
@@ -29,6 +29,8 @@ from toolfs.results import (
     GlobResult,
     GrepResult,
     ListResult,
+    NotebookEditResult,
+    NotebookReadResult,
     ReadResult,
     ToolResult,
     WriteResult,
@@ -40,6 +42,7 @@ from toolfs.schemas import (
     GlobArgs,
     GrepArgs,
     LsArgs,
+    NotebookEditArgs,
     ReadArgs,
     WriteArgs,
     optional_fields,
@@ -50,10 +53,13 @@ T = TypeVar("T")
 
 _DEFAULT_POLICY = Policy()
 
-# Each tool's function over the policy filesystem, by the name in ARGS_MODELS.
+# Each tool's function over the policy filesystem, by the name in ARGS_MODELS; read,
+# write and edit go through notebook_tools, which handles .ipynb files as cells
+# and hands every other file to toolfs.tools.
 _TOOLS: dict[str, Callable[[PolicyFileSystem, Any], ToolResult]] = {
-    "read": tools.read, "write": tools.write, "edit": tools.edit,
+    "read": notebook_tools.read, "write": notebook_tools.write, "edit": notebook_tools.edit,
     "glob": tools_discovery.glob, "grep": tools_discovery.grep, "ls": tools_discovery.ls,
+    "notebook_edit": notebook_tools.notebook_edit,
 }
 _OPTIONAL = {name: optional_fields(name) for name in ARGS_MODELS}
 
@@ -126,31 +132,43 @@ class Workspace:
     # so every refusal is the schema's own.
 
     def read(self, file_path: str, offset: int | None = None,
-             limit: int | None = None) -> ReadResult:
-        """Read numbered lines; raises :class:`~toolfs.errors.FsError`."""
+             limit: int | None = None) -> ReadResult | NotebookReadResult:
+        """Read numbered lines (a notebook: cells, ``offset``/``limit`` counting cells);
+        raises :class:`~toolfs.errors.FsError`."""
         if (type(file_path) is str and _positive_or_none(offset)
                 and _positive_or_none(limit)):
-            return self._guarded(tools.read_file, file_path, offset, limit)
-        return self._guarded(tools.read, _validated(
+            return self._guarded(notebook_tools.read_file, file_path, offset, limit)
+        return self._guarded(notebook_tools.read, _validated(
             ReadArgs, file_path=file_path, offset=offset, limit=limit))
 
     def write(self, file_path: str, content: str) -> WriteResult:
         """Create or replace a file; raises :class:`~toolfs.errors.FsError`."""
         if type(file_path) is str and type(content) is str:
-            return self._guarded(tools.write_file, file_path, content)
-        return self._guarded(tools.write, _validated(
+            return self._guarded(notebook_tools.write_file, file_path, content)
+        return self._guarded(notebook_tools.write, _validated(
             WriteArgs, file_path=file_path, content=content))
 
     def edit(self, file_path: str, old_string: str, new_string: str,
-             replace_all: bool = False) -> EditResult:
-        """Replace literal text; raises :class:`~toolfs.errors.FsError`."""
+             replace_all: bool = False) -> EditResult | NotebookEditResult:
+        """Replace literal text (in a notebook: in the cells' sources); raises
+        :class:`~toolfs.errors.FsError`."""
         if (type(file_path) is str and type(old_string) is str and type(new_string) is str
                 and type(replace_all) is bool and old_string and old_string != new_string):
-            return self._guarded(tools.edit_file, file_path, old_string, new_string,
+            return self._guarded(notebook_tools.edit_file, file_path, old_string, new_string,
                                  replace_all)
-        return self._guarded(tools.edit, _validated(
+        return self._guarded(notebook_tools.edit, _validated(
             EditArgs, file_path=file_path, old_string=old_string, new_string=new_string,
             replace_all=replace_all))
+
+    def notebook_edit(self, file_path: str, cell_id: str, new_source: str,
+                      cell_type: str | None = None, edit_mode: str = "replace"
+                      ) -> NotebookEditResult:
+        """Replace, insert (after ``cell_id``; ``""``: at the top) or delete one cell of a
+        notebook; replacing a code cell's source clears its outputs. Raises
+        :class:`~toolfs.errors.FsError`."""
+        return self._guarded(notebook_tools.notebook_edit, _validated(
+            NotebookEditArgs, file_path=file_path, cell_id=cell_id, new_source=new_source,
+            cell_type=cell_type, edit_mode=edit_mode))
 
     def glob(self, pattern: str, path: str | None = None) -> GlobResult:
         """Files whose path below ``path`` matches ``pattern``, newest first (at most
@@ -335,15 +353,21 @@ class AsyncWorkspace:
         return await self._run(fn, *args)
 
     async def read(self, file_path: str, offset: int | None = None,
-                   limit: int | None = None) -> ReadResult:
+                   limit: int | None = None) -> ReadResult | NotebookReadResult:
         return await self._run(self.sync.read, file_path, offset, limit)
 
     async def write(self, file_path: str, content: str) -> WriteResult:
         return await self._run(self.sync.write, file_path, content)
 
     async def edit(self, file_path: str, old_string: str, new_string: str,
-                   replace_all: bool = False) -> EditResult:
+                   replace_all: bool = False) -> EditResult | NotebookEditResult:
         return await self._run(self.sync.edit, file_path, old_string, new_string, replace_all)
+
+    async def notebook_edit(self, file_path: str, cell_id: str, new_source: str,
+                            cell_type: str | None = None, edit_mode: str = "replace"
+                            ) -> NotebookEditResult:
+        return await self._run(self.sync.notebook_edit, file_path, cell_id, new_source,
+                               cell_type, edit_mode)
 
     async def glob(self, pattern: str, path: str | None = None) -> GlobResult:
         return await self._run(self.sync.glob, pattern, path)
@@ -510,7 +534,8 @@ def _positive_or_none(value: object) -> bool:
 def _validated(model: type[T], **fields: Any) -> T:
     """Validate typed-method arguments (``None`` for offset/limit means "not given")."""
     return _validate(model, {k: v for k, v in fields.items()
-                             if v is not None or k not in ("offset", "limit", "head_limit")})
+                             if v is not None
+                             or k not in ("offset", "limit", "head_limit", "cell_type")})
 
 
 def _validate(model: type[T], given: dict[str, Any]) -> T:

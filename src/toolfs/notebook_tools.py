@@ -1,0 +1,393 @@
+"""``read``, ``edit`` and ``write`` of Jupyter notebooks, and the ``notebook_edit`` tool.
+
+Over a :class:`~toolfs.policy.PolicyFileSystem`, as :mod:`toolfs.tools`: a notebook read
+is an observation of the file's version; an edit reads the observed bytes
+(``intent="edit"``) and commits through that handle, so it lands only on the version it
+was computed from (``stale`` otherwise), with one conditional request on object stores.
+The bytes are changed by :mod:`toolfs.notebook`'s splices only: every byte outside the
+touched cell stays as it was.
+
+A ``.ipynb`` that is not an nbformat 4 notebook (broken JSON, nbformat 3) is read and
+edited as text, so that an agent can repair it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import difflib
+from typing import Any
+
+from toolfs import tools
+from toolfs._trusted import trusted
+from toolfs.errors import FsError, fs_error
+from toolfs.notebook import (
+    Cell,
+    CellType,
+    NotANotebook,
+    Notebook,
+    Splice,
+    apply_splices,
+    clear_outputs,
+    delete_cell,
+    insert_cell,
+    is_notebook_path,
+    iter_outputs,
+    match_sources,
+    new_cell,
+    parse,
+    replace_cell,
+    retyped,
+    set_source,
+    source_text,
+    spanning_cells,
+    validate_notebook_text,
+)
+from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
+from toolfs.results import (
+    EditResult,
+    NotebookCell,
+    NotebookEditResult,
+    NotebookImage,
+    NotebookOutput,
+    NotebookReadResult,
+    ReadResult,
+    WriteResult,
+)
+from toolfs.schemas import EditArgs, NotebookEditArgs, ReadArgs, WriteArgs
+from toolfs.text import BOM, decode
+
+__all__ = ["DEFAULT_CELLS", "OUTPUT_LINES", "edit", "edit_file", "notebook_edit",
+           "notebook_edit_file", "read", "read_file", "write", "write_file"]
+
+DEFAULT_CELLS = 100
+"""Cells a notebook read returns when no ``limit`` is given."""
+OUTPUT_LINES = 10
+"""Lines of each output's text a read keeps (the rest is counted, and marked)."""
+SOURCE_SNIPPET_LINES = 40
+"""Lines of a changed cell's new source an edit result holds."""
+NEARBY_IDS = 10
+_IMAGE_TYPES = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif",
+                "image/webp": "webp", "image/svg+xml": "svg", "image/bmp": "bmp"}
+
+
+# -- read -------------------------------------------------------------------------------
+
+
+def read(fs: PolicyFileSystem, args: ReadArgs) -> ReadResult | NotebookReadResult:
+    """``read``: a notebook as cells, any other file as numbered lines."""
+    return read_file(fs, args.file_path, args.offset, args.limit)
+
+
+def read_file(fs: PolicyFileSystem, file_path: str, offset: int | None = None,
+              limit: int | None = None) -> ReadResult | NotebookReadResult:
+    """:func:`read` with the arguments given one by one, already valid. For a notebook
+    ``offset`` and ``limit`` count cells (1-based; default :data:`DEFAULT_CELLS`)."""
+    if not is_notebook_path(file_path):
+        return tools.read_file(fs, file_path, offset, limit)
+    if offset is not None and offset > tools.MAX_OFFSET:
+        return tools.read_file(fs, file_path, offset, limit)  # its refusal
+    with fs.open(file_path, "rb") as f:
+        if not f.complete:  # over the whole-file cap: windows of its text
+            return tools._read_stream(f, offset or 1, limit or tools.DEFAULT_LIMIT)
+        data = f.read()
+        doc = decode(data, f.path)
+        try:
+            nb = parse(doc.text)
+        except NotANotebook:
+            f.seek(0)
+            return tools._read_whole(f, offset or 1, limit or tools.DEFAULT_LIMIT)
+        return _cells_view(nb, f, offset or 1, limit or DEFAULT_CELLS)
+
+
+def _cells_view(nb: Notebook, f: ObservedFile, offset: int, limit: int
+                ) -> NotebookReadResult:
+    window = nb.cells[offset - 1: offset - 1 + limit]
+    cells = [_cell_view(c) for c in window]
+    return trusted(NotebookReadResult, frozenset(NotebookReadResult.model_fields), {
+        "path": f.path, "version": f.version, "cells": cells, "start_cell": offset,
+        "cell_count": len(cells), "total_cells": len(nb.cells), "size": f.size,
+        "partial": len(cells) < len(nb.cells), "language": nb.language,
+        "truncated": False})
+
+
+def _cell_view(cell: Cell) -> NotebookCell:
+    count = cell.members.get("execution_count")
+    outputs = [_output_view(cell, n, out) for n, out in enumerate(iter_outputs(cell), 1)]
+    return NotebookCell(
+        index=cell.index + 1, cell_id=cell.handle, cell_type=cell.cell_type,
+        source=cell.source.split("\n") if cell.source else [],
+        execution_count=count.value if count is not None and type(count.value) is int
+        else None, outputs=outputs)
+
+
+def _text_lines(text: str) -> tuple[list[str], int]:
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines[:OUTPUT_LINES], max(0, len(lines) - OUTPUT_LINES)
+
+
+def _output_view(cell: Cell, n: int, out: dict[str, Any]) -> NotebookOutput:
+    kind = str(out.get("output_type", "unknown"))
+    if kind == "stream":
+        lines, more = _text_lines(source_text(out.get("text")))
+        return NotebookOutput(output_type=kind, label=str(out.get("name", "stream")),
+                              lines=lines, more_lines=more)
+    if kind == "error":
+        tb = out.get("traceback")
+        frames = len(tb) if isinstance(tb, list) else 0
+        line = f"{out.get('ename', 'Error')}: {out.get('evalue', '')}"
+        lines, more = _text_lines(line)
+        return NotebookOutput(output_type=kind, label=str(out.get("ename", "Error")),
+                              lines=lines, more_lines=more + frames)
+    data = out.get("data")
+    if not isinstance(data, dict):
+        return NotebookOutput(output_type=kind, label="", lines=[])
+    for mime, ext in _IMAGE_TYPES.items():
+        if mime in data:
+            return NotebookOutput(output_type=kind, label=mime, lines=[],
+                                  image=_image(cell, n, mime, ext, data[mime]))
+    if "text/plain" in data:
+        lines, more = _text_lines(source_text(data["text/plain"]))
+        return NotebookOutput(output_type=kind, label="text/plain", lines=lines,
+                              more_lines=more)
+    mimes = sorted(k for k in data if isinstance(k, str))
+    label = mimes[0] if mimes else ""
+    size = len(source_text(data.get(label))) if label else 0
+    return NotebookOutput(output_type=kind, label=label,
+                          lines=[f"[{label} output, {size} characters, not shown]"])
+
+
+def _image(cell: Cell, n: int, mime: str, ext: str, value: Any) -> NotebookImage:
+    """An image output, named; its size is that of the decoded image (base64 is four
+    characters per three bytes; an SVG is text)."""
+    text = source_text(value)
+    if mime == "image/svg+xml":
+        size = len(text.encode("utf-8", "surrogatepass"))
+    else:
+        compact = "".join(text.split())
+        size = len(compact) * 3 // 4 - compact[-2:].count("=")
+    return NotebookImage(name=f"cell-{cell.index + 1}-output-{n}.{ext}", mime_type=mime,
+                         size=max(0, size))
+
+
+def image_bytes(cell: Cell, n: int) -> tuple[str, bytes] | None:
+    """The MIME type and bytes of the image output ``n`` (1-based) of ``cell``; ``None``
+    when that output is not an image. For a view that carries images (the media work:
+    ``ToolOutput.images``)."""
+    outputs = list(iter_outputs(cell))
+    if not 1 <= n <= len(outputs):
+        return None
+    data = outputs[n - 1].get("data")
+    if not isinstance(data, dict):
+        return None
+    for mime in _IMAGE_TYPES:
+        if mime in data:
+            text = source_text(data[mime])
+            if mime == "image/svg+xml":
+                return mime, text.encode("utf-8", "surrogatepass")
+            try:
+                return mime, base64.b64decode("".join(text.split()), validate=True)
+            except (binascii.Error, ValueError):
+                return None
+    return None
+
+
+# -- edit ---------------------------------------------------------------------------------
+
+
+def edit(fs: PolicyFileSystem, args: EditArgs) -> EditResult | NotebookEditResult:
+    """``edit``: in a notebook, ``old_string`` is matched in the cells' sources."""
+    return edit_file(fs, args.file_path, args.old_string, args.new_string, args.replace_all)
+
+
+def edit_file(fs: PolicyFileSystem, file_path: str, old_string: str, new_string: str,
+              replace_all: bool = False) -> EditResult | NotebookEditResult:
+    """:func:`edit` with the arguments given one by one, already valid."""
+    if not is_notebook_path(file_path):
+        return tools.edit_file(fs, file_path, old_string, new_string, replace_all)
+    with fs.open(file_path, "rb", intent="edit") as f:
+        data = f.read()
+        doc = decode(data, f.path)
+        try:
+            nb = parse(doc.text)
+        except NotANotebook:
+            nb = None
+        if nb is None:  # edited as the text it is (an agent repairing it)
+            del doc, data
+            return tools.edit_file(fs, file_path, old_string, new_string, replace_all)
+        try:
+            splices, changed, count = _source_edit(nb, f.path, old_string, new_string,
+                                                   replace_all)
+        except FsError:
+            if f.cached:  # matched against an outdated read: "read it again" helps more
+                f.verify()
+            raise
+        tools._check_text(new_string, f.path)
+        first = changed[0]
+        commit = _commit(fs, f, nb, splices, doc.bom)
+        new_source = first.source.replace(*_normalized(nb, old_string, new_string))
+    return _edit_result(commit, "edited", first, total=len(nb.cells), source=new_source,
+                        replacements=count, changed=[c.handle for c in changed])
+
+
+def _normalized(nb: Notebook, old: str, new: str) -> tuple[str, str]:
+    """``old`` and ``new`` with CRLFs as LFs when no cell's source holds a CR (a model
+    may send the line endings of its platform)."""
+    if "\r" in old and not any("\r" in c.source for c in nb.cells):
+        return old.replace("\r\n", "\n"), new.replace("\r\n", "\n")
+    return old, new
+
+
+def _source_edit(nb: Notebook, path: str, old: str, new: str, replace_all: bool
+                 ) -> tuple[list[Splice], list[Cell], int]:
+    old, new = _normalized(nb, old, new)
+    if old == new:
+        raise fs_error("invalid_arguments", "old_string and new_string must differ",
+                       path=path)
+    found = match_sources(nb, old)
+    if not found.cells:
+        pair = spanning_cells(nb, old)
+        hint, details = "", {}
+        if pair is not None:
+            a, b = pair
+            hint = (f" It runs across two cells ({a.handle} and {b.handle}): an edit "
+                    "changes one cell's source; edit each cell separately, or use "
+                    "notebook_edit.")
+            details = {"cells": [a.handle, b.handle]}
+        raise fs_error("no_match", "old_string was not found in any cell's source." + hint,
+                       path=path, details=details)
+    if found.total > 1 and not replace_all:
+        where = ", ".join(f"{c.handle} ({n})" for c, n in found.cells[:20])
+        raise fs_error("ambiguous_match",
+                       f"old_string occurs {found.total} times in the cells' sources "
+                       f"(cells: {where}); it must be unique unless replace_all is true.",
+                       path=path, details={"count": found.total,
+                                           "cells": [c.handle for c, _ in found.cells]})
+    splices = [set_source(nb, cell, cell.source.replace(old, new)) for cell, _ in found.cells]
+    return splices, [c for c, _ in found.cells], found.total
+
+
+def _commit(fs: PolicyFileSystem, f: ObservedFile, nb: Notebook, splices: list[Splice],
+            bom: bool) -> Any:
+    text = apply_splices(nb.text, splices)
+    new_data = text.encode("utf-8")
+    if bom:
+        new_data = BOM + new_data
+    if len(new_data) > fs.size_cap:
+        raise fs_error("too_large", f"the notebook would be {len(new_data)} bytes, over the "
+                       f"cap of {fs.size_cap}", path=f.path,
+                       details={"size": len(new_data), "cap": fs.size_cap, "result": True})
+    return f.commit(new_data, operation="edit")
+
+
+def _edit_result(commit: Any, action: str, cell: Cell | None, *, total: int, source: str,
+                 replacements: int = 0, changed: list[str] | None = None,
+                 cell_id: str | None = None, index: int | None = None,
+                 cell_type: str | None = None, cleared: bool = False) -> NotebookEditResult:
+    lines = source.split("\n") if source else []
+    return NotebookEditResult(
+        path=commit.path, action=action, version=commit.version,
+        cell_id=cell_id if cell_id is not None else cell.handle if cell else "",
+        index=index if index is not None else (cell.index + 1 if cell else 0),
+        cell_type=cell_type if cell_type is not None else cell.cell_type if cell else "",
+        total_cells=total, replacements=replacements, cells_changed=changed or [],
+        outputs_cleared=cleared, source=lines[:SOURCE_SNIPPET_LINES])
+
+
+# -- notebook_edit --------------------------------------------------------------------------
+
+
+def notebook_edit(fs: PolicyFileSystem, args: NotebookEditArgs) -> NotebookEditResult:
+    """Replace, insert or delete one cell; see :data:`toolfs.schemas.DESCRIPTIONS`."""
+    return notebook_edit_file(fs, args.file_path, args.cell_id, args.new_source,
+                              args.cell_type, args.edit_mode)
+
+
+def notebook_edit_file(fs: PolicyFileSystem, file_path: str, cell_id: str, new_source: str,
+                       cell_type: CellType | None = None, edit_mode: str = "replace"
+                       ) -> NotebookEditResult:
+    """:func:`notebook_edit` with the arguments given one by one, already valid."""
+    if not is_notebook_path(file_path):
+        raise fs_error("invalid_arguments", "notebook_edit edits Jupyter notebooks (.ipynb); "
+                       "use edit for other files", path=file_path)
+    if edit_mode != "insert" and not cell_id:
+        raise fs_error("invalid_arguments", f"cell_id is required to {edit_mode} a cell "
+                       "(\"\" means the top only for insert)", path=file_path)
+    if edit_mode != "delete":
+        tools._check_text(new_source, file_path)
+    with fs.open(file_path, "rb", intent="edit") as f:
+        data = f.read()
+        doc = decode(data, f.path)
+        del data
+        try:
+            nb = parse(doc.text)
+        except NotANotebook as exc:
+            raise fs_error("invalid_arguments", f"{f.path} cannot be edited as cells: {exc}. "
+                           "Use read and edit to fix it as text.", path=f.path) from None
+        cell = nb.find(cell_id) if cell_id else None
+        if cell_id and cell is None:
+            if f.cached:  # the id may come from a newer version than this context read
+                f.verify()
+            raise _unknown_cell(nb, cell_id, f.path)
+        if edit_mode == "insert":
+            kind: CellType = cell_type or "code"
+            value, new_id = new_cell(nb, kind, new_source)
+            splice = insert_cell(nb, cell, value)
+            commit = _commit(fs, f, nb, [splice], doc.bom)
+            index = 1 if cell is None else cell.index + 2
+            return _edit_result(commit, "inserted", None, total=len(nb.cells) + 1,
+                                source=new_source, cell_id=new_id or f"cell-{index}",
+                                index=index, cell_type=kind)
+        assert cell is not None
+        if edit_mode == "delete":
+            commit = _commit(fs, f, nb, [delete_cell(nb, cell)], doc.bom)
+            return _edit_result(commit, "deleted", cell, total=len(nb.cells) - 1, source="")
+        if cell_type is not None and cell_type != cell.cell_type:
+            splices = [replace_cell(nb, cell, retyped(nb, cell, cell_type, new_source))]
+            cleared = cell.cell_type == "code" and bool(
+                list(iter_outputs(cell)) or cell.members.get("execution_count"))
+        else:
+            splices = [set_source(nb, cell, new_source)]
+            cleared = False
+            if cell.cell_type == "code":
+                splices += clear_outputs(cell)
+                cleared = True
+        commit = _commit(fs, f, nb, splices, doc.bom)
+        return _edit_result(commit, "replaced", cell, total=len(nb.cells), source=new_source,
+                            cell_type=cell_type or cell.cell_type, cleared=cleared)
+
+
+def _unknown_cell(nb: Notebook, cell_id: str, path: str) -> FsError:
+    """``not_found`` naming the ids nearest ``cell_id`` (by spelling), else the first."""
+    handles = [c.handle for c in nb.cells]
+    close = (difflib.get_close_matches(cell_id, handles, n=NEARBY_IDS, cutoff=0.5)
+             if len(cell_id) <= 100 else [])
+    shown = close or handles[:NEARBY_IDS]
+    what = "closest ids" if close else "its cells are"
+    listed = ", ".join(shown) if shown else "none: the notebook has no cells"
+    return fs_error("not_found", f"no cell with id {cell_id[:100]!r} in {path} "
+                    f"({len(handles)} cells; {what}: {listed}). Read the notebook to see "
+                    "the cell ids.", path=path,
+                    details={"cell_id": cell_id[:100], "nearby": shown,
+                             "total_cells": len(handles)})
+
+
+# -- write ------------------------------------------------------------------------------------
+
+
+def write(fs: PolicyFileSystem, args: WriteArgs) -> WriteResult:
+    """``write``: a ``.ipynb`` must be a valid nbformat 4 notebook; it is stored as given."""
+    return write_file(fs, args.file_path, args.content)
+
+
+def write_file(fs: PolicyFileSystem, file_path: str, content: str) -> WriteResult:
+    """:func:`write` with the arguments given one by one, already valid."""
+    if is_notebook_path(file_path):
+        try:
+            validate_notebook_text(content)
+        except FsError as err:
+            err.path = file_path
+            raise
+    return tools.write_file(fs, file_path, content)
