@@ -20,7 +20,6 @@ import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from json.decoder import scanstring
 from typing import Any, Literal
 
 from toolfs.errors import FsError, fs_error
@@ -33,6 +32,8 @@ EditMode = Literal["replace", "insert", "delete"]
 
 _WS = frozenset(" \t\n\r")
 _decoder = json.JSONDecoder()
+# json's string scanner (C), which returns where the string ends.
+scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]
 # An escape of a character past ASCII (`\u00e9`): a writer that escapes them
 # (`ensure_ascii=True`) made the file, and new text is written the same way.
 _NON_ASCII_ESCAPE = re.compile(r"\\u(?:00[89a-fA-F]|0[1-9a-fA-F][0-9a-fA-F]|[1-9a-fA-F])")
@@ -88,7 +89,8 @@ class Cell:
     def id(self) -> str | None:
         """The nbformat id (4.5+), ``None`` for a cell without one."""
         member = self.members.get("id")
-        return member.value if member is not None and isinstance(member.value, str) else None
+        value = member.value if member is not None else None
+        return value if isinstance(value, str) else None
 
     @property
     def handle(self) -> str:
@@ -131,18 +133,18 @@ class Notebook:
     @property
     def language(self) -> str | None:
         """The kernel's language, as the metadata names it."""
-        info = self.metadata.get("language_info")
-        if isinstance(info, dict) and isinstance(info.get("name"), str):
-            return info["name"]
-        spec = self.metadata.get("kernelspec")
-        if isinstance(spec, dict) and isinstance(spec.get("language"), str):
-            return spec["language"]
+        for key, field_name in (("language_info", "name"), ("kernelspec", "language")):
+            info = self.metadata.get(key)
+            name = info.get(field_name) if isinstance(info, dict) else None
+            if isinstance(name, str):
+                return name
         return None
 
     @property
     def minor(self) -> int:
-        value = self.top.get("nbformat_minor")
-        return value.value if value is not None and type(value.value) is int else 0
+        member = self.top.get("nbformat_minor")
+        value = member.value if member is not None else None
+        return value if type(value) is int else 0
 
     @property
     def uses_ids(self) -> bool:
@@ -298,7 +300,8 @@ def _style(text: str, top: list[Member]) -> NotebookStyle:
 
 
 def _key_end(text: str, key_start: int) -> int:
-    return scanstring(text, key_start + 1)[1]
+    end: int = scanstring(text, key_start + 1)[1]
+    return end
 
 
 # -- writing values in the file's style -----------------------------------------------
@@ -491,7 +494,7 @@ def insert_cell(nb: Notebook, after: Cell | None, value: dict[str, Any]) -> Spli
 
 def delete_cell(nb: Notebook, cell: Cell) -> Splice:
     """The splice removing ``cell`` and one separator next to it."""
-    text, cm = nb.text, nb.cells_member
+    cm = nb.cells_member
     if len(nb.cells) == 1:
         return Splice(cm.value_start, cm.value_end, "[]")
     if cell.index + 1 < len(nb.cells):  # up to the next cell

@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import difflib
-from typing import Any
+from typing import Any, Literal
 
 from toolfs import tools
 from toolfs._trusted import trusted
@@ -54,7 +54,7 @@ from toolfs.results import (
     ReadResult,
     WriteResult,
 )
-from toolfs.schemas import EditArgs, NotebookEditArgs, ReadArgs, WriteArgs
+from toolfs.schemas import DEFAULT_LIMIT, EditArgs, NotebookEditArgs, ReadArgs, WriteArgs
 from toolfs.text import BOM, decode
 
 __all__ = ["DEFAULT_CELLS", "OUTPUT_LINES", "edit", "edit_file", "notebook_edit",
@@ -89,14 +89,14 @@ def read_file(fs: PolicyFileSystem, file_path: str, offset: int | None = None,
         return tools.read_file(fs, file_path, offset, limit)  # its refusal
     with fs.open(file_path, "rb") as f:
         if not f.complete:  # over the whole-file cap: windows of its text
-            return tools._read_stream(f, offset or 1, limit or tools.DEFAULT_LIMIT)
+            return tools._read_stream(f, offset or 1, limit or DEFAULT_LIMIT)
         data = f.read()
         doc = decode(data, f.path)
         try:
             nb = parse(doc.text)
         except NotANotebook:
             f.seek(0)
-            return tools._read_whole(f, offset or 1, limit or tools.DEFAULT_LIMIT)
+            return tools._read_whole(f, offset or 1, limit or DEFAULT_LIMIT)
         return _cells_view(nb, f, offset or 1, limit or DEFAULT_CELLS)
 
 
@@ -282,7 +282,8 @@ def _commit(fs: PolicyFileSystem, f: ObservedFile, nb: Notebook, splices: list[S
     return f.commit(new_data, operation="edit")
 
 
-def _edit_result(commit: Any, action: str, cell: Cell | None, *, total: int, source: str,
+def _edit_result(commit: Any, action: Literal["edited", "replaced", "inserted", "deleted"],
+                 cell: Cell | None, *, total: int, source: str,
                  replacements: int = 0, changed: list[str] | None = None,
                  cell_id: str | None = None, index: int | None = None,
                  cell_type: str | None = None, cleared: bool = False) -> NotebookEditResult:

@@ -662,10 +662,11 @@ def structured_content(output: ToolOutput) -> dict[str, Any]:
     if isinstance(value, NotebookReadResult | NotebookEditResult):
         from toolfs import notebook_render  # it builds on this module
 
-        shown = (notebook_render.notebook_read_view(value, output.max_chars)[1]
-                 if isinstance(value, NotebookReadResult)
-                 else notebook_render.notebook_edit_view(value, output.max_chars)[1])
-        data = escape_undecodable_data({"ok": True, "result": shown.model_dump(mode="json")})
+        part: NotebookReadResult | NotebookEditResult = (
+            notebook_render.notebook_read_view(value, output.max_chars)[1]
+            if isinstance(value, NotebookReadResult)
+            else notebook_render.notebook_edit_view(value, output.max_chars)[1])
+        data = escape_undecodable_data({"ok": True, "result": part.model_dump(mode="json")})
         return notebook_render.fit_json(data, output.max_chars)
     path = _clip(value.path, limits.path)
     if isinstance(value, ReadResult):

@@ -68,6 +68,8 @@ from toolfs.results import (
     GlobResult,
     GrepResult,
     ListResult,
+    NotebookEditResult,
+    NotebookReadResult,
     ReadResult,
     WriteResult,
 )
@@ -84,9 +86,12 @@ DEFAULT_MAX_SESSIONS = 64
 """Live streamable-HTTP sessions a server keeps at once; each holds a ledger and a cache."""
 MIN_TOKEN_LENGTH = 16
 _CONTEXT_KEY = "toolfs.context"
-_RESULT_MODELS: dict[str, type[BaseModel]] = {
-    "read": ReadResult, "write": WriteResult, "edit": EditResult,
-    "glob": GlobResult, "grep": GrepResult, "ls": ListResult,
+# The result models of each tool: read and edit of a notebook answer in its cells.
+_RESULT_MODELS: dict[str, tuple[type[BaseModel], ...]] = {
+    "read": (ReadResult, NotebookReadResult), "write": (WriteResult,),
+    "edit": (EditResult, NotebookEditResult),
+    "glob": (GlobResult,), "grep": (GrepResult,), "ls": (ListResult,),
+    "notebook_edit": (NotebookEditResult,),
 }
 # What a CallToolResult's wire form holds beyond content/structuredContent/isError (the
 # SDK's defaults, e.g. resultType), taken from the model so a new SDK keeps them right.
@@ -118,9 +123,11 @@ def output_schema(tool: str) -> dict[str, Any]:
 def _generated_output_schema(tool: str) -> dict[str, Any]:
     """:func:`output_schema` as generated, with ``$defs`` and ``$ref`` s."""
     _, top = models_json_schema(
-        [(_RESULT_MODELS[tool], "serialization"), (ToolError, "serialization")],
+        [*((m, "serialization") for m in _RESULT_MODELS[tool]),
+         (ToolError, "serialization")],
         ref_template="#/$defs/{model}")
-    result_ref = {"$ref": f"#/$defs/{_RESULT_MODELS[tool].__name__}"}
+    refs = [{"$ref": f"#/$defs/{m.__name__}"} for m in _RESULT_MODELS[tool]]
+    result_ref = refs[0] if len(refs) == 1 else {"anyOf": refs}
     defs = top["$defs"]
     for model, field in _LINE_ARRAYS:
         if model in defs:
