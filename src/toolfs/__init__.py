@@ -31,7 +31,14 @@ if TYPE_CHECKING:
     )
     from toolfs.render import ToolOutput
     from toolfs.results import EditResult, ReadResult, WriteResult
-    from toolfs.schemas import EditArgs, ReadArgs, WriteArgs, tool_definitions
+    from toolfs.schemas import (
+        ALL_TOOLS,
+        DEFAULT_TOOLS,
+        EditArgs,
+        ReadArgs,
+        WriteArgs,
+        tool_definitions,
+    )
     from toolfs.versions import FileVersion
     from toolfs.workspace import AsyncWorkspace, Workspace
 
@@ -44,13 +51,15 @@ _EXPORTS: dict[str, str] = {
     "EditResult": "toolfs.results", "ReadResult": "toolfs.results",
     "ToolOutput": "toolfs.render", "WriteResult": "toolfs.results",
     "EditArgs": "toolfs.schemas", "ReadArgs": "toolfs.schemas", "WriteArgs": "toolfs.schemas",
-    "tool_definitions": "toolfs.schemas",
+    "tool_definitions": "toolfs.schemas", "ALL_TOOLS": "toolfs.schemas",
+    "DEFAULT_TOOLS": "toolfs.schemas",
     "FileVersion": "toolfs.versions",
     "AsyncWorkspace": "toolfs.workspace", "Workspace": "toolfs.workspace",
 }
 
 __all__ = [
-    "ERROR_CODES", "AsyncWorkspace", "AuditLog", "EditArgs", "EditResult", "FileVersion",
+    "ALL_TOOLS", "DEFAULT_TOOLS", "ERROR_CODES", "AsyncWorkspace", "AuditLog", "EditArgs",
+    "EditResult", "FileVersion",
     "FsError", "FsEvent", "LedgerSnapshot", "Policy", "PolicyFileSystem", "ReadArgs",
     "ReadResult", "ToolOutput", "Veto", "Workspace", "WriteArgs", "WriteResult",
     "tool_definitions",

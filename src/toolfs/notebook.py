@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -595,7 +596,9 @@ def validate_notebook_text(text: str) -> None:
     if data.get("nbformat") != 4:
         raise _invalid(f"nbformat must be 4, not {str(data.get('nbformat'))[:20]}")
     try:
-        nbformat.validate(data, version=4, version_minor=_minor(data))
+        with warnings.catch_warnings():  # nbformat's notes on ids it would add itself
+            warnings.simplefilter("ignore")
+            nbformat.validate(data, version=4, version_minor=_minor(data))
     except nbformat.ValidationError as exc:
         raise _invalid(_schema_message(exc)) from None
     except Exception as exc:  # nbformat's own surprise on odd input

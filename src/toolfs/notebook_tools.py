@@ -371,7 +371,8 @@ def _unknown_cell(nb: Notebook, cell_id: str, path: str) -> FsError:
     return fs_error("not_found", f"no cell with id {cell_id[:100]!r} in {path} "
                     f"({len(handles)} cells; {what}: {listed}). Read the notebook to see "
                     "the cell ids.", path=path,
-                    details={"cell_id": cell_id[:100], "nearby": shown,
+                    details={"operation": "notebook_edit", "cell_id": cell_id[:100],
+                             "nearby": shown,
                              "total_cells": len(handles)})
 
 
