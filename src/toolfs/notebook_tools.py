@@ -116,9 +116,18 @@ def _cell_view(cell: Cell) -> NotebookCell:
     outputs = [_output_view(cell, n, out) for n, out in enumerate(iter_outputs(cell), 1)]
     return NotebookCell(
         index=cell.index + 1, cell_id=cell.handle, cell_type=cell.cell_type,
-        source=cell.source.split("\n") if cell.source else [],
+        source=_source_lines(cell.source),
         execution_count=count.value if count is not None and type(count.value) is int
         else None, outputs=outputs)
+
+
+def _source_lines(source: str) -> list[str]:
+    """A source's lines without terminators; a final newline ends the last line rather
+    than starting an empty one (as a read of a text file shows it)."""
+    lines = source.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 def _text_lines(text: str) -> tuple[list[str], int]:
@@ -287,7 +296,7 @@ def _edit_result(commit: Any, action: Literal["edited", "replaced", "inserted", 
                  replacements: int = 0, changed: list[str] | None = None,
                  cell_id: str | None = None, index: int | None = None,
                  cell_type: str | None = None, cleared: bool = False) -> NotebookEditResult:
-    lines = source.split("\n") if source else []
+    lines = _source_lines(source)
     return NotebookEditResult(
         path=commit.path, action=action, version=commit.version,
         cell_id=cell_id if cell_id is not None else cell.handle if cell else "",

@@ -157,7 +157,9 @@ DESCRIPTIONS: dict[str, str] = {
     "read": (
         "Read a UTF-8 text file and return its lines numbered like `cat -n`. Use offset and "
         f"limit to page through long files (default: the first {DEFAULT_LIMIT} lines). "
-        "Reading a file, or any window of it, lets you edit or overwrite it afterwards."
+        "Reading a file, or any window of it, lets you edit or overwrite it afterwards. "
+        "A Jupyter notebook (.ipynb) is shown as cells (id, type, numbered source, "
+        "outputs); offset and limit then count cells."
     ),
     "notebook_edit": (
         "Edit one cell of a Jupyter notebook (.ipynb): replace its source, insert a new "
@@ -171,7 +173,8 @@ DESCRIPTIONS: dict[str, str] = {
     ),
     "edit": (
         "Replace an exact literal string in a UTF-8 text file. old_string must match exactly "
-        "once unless replace_all is true. " + OBSERVATION_POLICY
+        "once unless replace_all is true. In a notebook (.ipynb) it is matched in the "
+        "cells' sources, within one cell. " + OBSERVATION_POLICY
     ),
     "glob": (
         "Find files by name pattern (`**/*.py`, `src/**/test_*.{py,pyi}`). Returns matching "
