@@ -129,6 +129,21 @@ def test_a_read_cut_by_the_budget_shows_whole_cells_and_where_to_continue() -> N
     assert shown["truncated"] and len(json.dumps(shown)) <= 5_000
 
 
+def test_a_cell_longer_than_the_budget_shows_its_first_lines() -> None:
+    nb = base_notebook()
+    nb["cells"] = [{"cell_type": "code", "execution_count": None, "id": "big", "metadata": {},
+                    "outputs": [], "source": [f"x{i} = {i}\n" for i in range(3000)]},
+                   {"cell_type": "markdown", "id": "next", "metadata": {}, "source": ["n"]}]
+    ws = setup_ws(json.dumps(nb, indent=1))
+    ws.max_output_chars = 2_000
+    out = ws.execute("read", {"file_path": NB})
+    assert len(out.text) <= 2_000 and "[cell 1] id=big code\n     1\tx0 = 0\n" in out.text
+    shown = out.to_dict()["result"]["cells"][0]["source"]
+    assert 10 < len(shown) < 3000 and out.text.endswith(
+        f"showing cell 1 of 2 (the first {len(shown)} source lines of cell 1). "
+        "Use offset=2 to continue.)")
+
+
 def test_a_broken_notebook_is_read_and_repaired_as_text() -> None:
     ws = setup_ws('{"cells": [ {"cell_type": "code", \n')
     r = ws.read(NB)
@@ -403,6 +418,10 @@ def test_every_adapter_offers_notebook_edit_when_named() -> None:
     assert "notebook_edit" in pydantic_ai.toolset(ws, tools=toolfs.ALL_TOOLS).tools
     assert "notebook_edit" not in pydantic_ai.toolset(ws).tools
     assert _tool_list("read,notebook_edit") == ("read", "notebook_edit")
+    from toolfs.integrations.anthropic import beta_tools
+
+    assert [t.name for t in beta_tools(ws, tools=toolfs.ALL_TOOLS)][-1] == "notebook_edit"
+    assert "notebook_edit" not in [t.name for t in beta_tools(ws)]
     server = ToolfsMCP(ws, tools=["read", "notebook_edit"])
     assert [t.name for t in server.tools] == ["read", "notebook_edit"]
     assert "notebook_edit" not in [t.name for t in ToolfsMCP(ws).tools]

@@ -99,12 +99,16 @@ def notebook_read_view(r: NotebookReadResult, max_chars: int
                 "outputs": []}))
         break
     end = r.start_cell + len(shown) - 1
-    more = end < r.total_cells or (cut and len(shown) == 1 and r.cell_count >= 1)
+    more = end < r.total_cells
     span = f"cell {r.start_cell}" if end == r.start_cell else f"cells {r.start_cell}-{end}"
     if cut:
-        nxt = end + 1 if end < r.total_cells else end
+        # A cell longer than the budget shows its first lines only (a `read` of the
+        # notebook cannot show more of it at this budget).
+        part = (f" (the first {len(shown[-1].source)} source lines of cell {end})"
+                if shown and _partial(shown[-1], r) else "")
         footer = (f"(Output truncated at {max_chars} characters: showing {span} of "
-                  f"{r.total_cells}.{f' Use offset={nxt} to continue.' if more else ''})")
+                  f"{r.total_cells}{part}."
+                  f"{f' Use offset={end + 1} to continue.' if more else ''})")
     elif r.partial:
         footer = (f"(Showing {span} of {r.total_cells}."
                   f"{f' Use offset={end + 1} to continue.' if end < r.total_cells else ''})")
@@ -115,6 +119,12 @@ def notebook_read_view(r: NotebookReadResult, max_chars: int
                                 "partial": r.partial or cut, "truncated": cut or any(
                                     a != b for a, b in zip(shown, r.cells, strict=False))})
     return text, view
+
+
+def _partial(shown: NotebookCell, r: NotebookReadResult) -> bool:
+    """Whether ``shown`` holds fewer source lines or outputs than the cell read."""
+    whole = r.cells[shown.index - r.start_cell]
+    return (len(shown.source), len(shown.outputs)) != (len(whole.source), len(whole.outputs))
 
 
 def _clipped(cell: NotebookCell, line_chars: int) -> NotebookCell:
