@@ -143,3 +143,9 @@ def test_bench_fused_edit() -> None:
     for share in ("the checks the issue's steps leave out", "toolfs's features",
                   "the layers' share"):
         assert re.search(rf"{share}[^:]*: -?\d+\.\d{{3}}x", done.stdout), done.stdout
+
+
+def test_bench_notebook() -> None:
+    done = run("bench_notebook.py")
+    assert_table(done)
+    assert "| notebook_edit insert + delete" in done.stdout

@@ -15,11 +15,12 @@ to ``write``; without it a structural check of our own applies.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import secrets
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -31,7 +32,7 @@ __all__ = ["Cell", "Notebook", "NotebookStyle", "is_notebook_path", "parse", "so
 CellType = Literal["code", "markdown"]
 EditMode = Literal["replace", "insert", "delete"]
 
-_WS = frozenset(" \t\n\r")
+_WS_RUN = re.compile(r"[ \t\n\r]*")
 _decoder = json.JSONDecoder()
 # json's string scanner (C), which returns where the string ends.
 scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]
@@ -73,24 +74,31 @@ class Cell:
     """Offset of the cell's ``{`` in the text."""
     end: int
     """Offset just past its ``}``."""
-    members: dict[str, Member]
-    """Its members by key (the last of duplicate keys, as ``json.loads`` keeps)."""
-    order: list[str]
-    """Its keys in file order."""
+    value: dict[str, Any]
+    """The cell as ``json.loads`` decodes it (keys in file order)."""
+    text: str = field(repr=False)
+    """The whole notebook's text (the members' spans are found in it on demand)."""
+
+    @functools.cached_property
+    def members(self) -> dict[str, Member]:
+        """Its members by key, with their spans (the last of duplicate keys, as
+        ``json.loads`` keeps); found when a change needs them, not for every cell."""
+        members, _ = _members(self.text, self.start)
+        return {m.key: m for m in members}
 
     @property
-    def value(self) -> dict[str, Any]:
-        return {k: m.value for k, m in self.members.items()}
+    def order(self) -> list[str]:
+        """Its keys in file order."""
+        return list(self.value)
 
     @property
     def cell_type(self) -> str:
-        return str(self.members["cell_type"].value)
+        return str(self.value["cell_type"])
 
     @property
     def id(self) -> str | None:
         """The nbformat id (4.5+), ``None`` for a cell without one."""
-        member = self.members.get("id")
-        value = member.value if member is not None else None
+        value = self.value.get("id")
         return value if isinstance(value, str) else None
 
     @property
@@ -101,7 +109,7 @@ class Cell:
 
     @property
     def source(self) -> str:
-        return source_text(self.members["source"].value)
+        return source_text(self.value["source"])
 
 
 @dataclass(frozen=True)
@@ -179,15 +187,22 @@ def source_text(source: Any) -> str:
 
 
 def _skip(text: str, i: int) -> int:
-    n = len(text)
-    while i < n and text[i] in _WS:
-        i += 1
-    return i
+    """The offset of the first non-whitespace character from ``i`` (one C match, none
+    when ``text[i]`` is already a token, as between a value and its comma)."""
+    if i < len(text) and text[i] not in " \t\n\r":
+        return i
+    return _WS_RUN.match(text, i).end()  # type: ignore[union-attr]  # always matches
 
 
-def _members(text: str, start: int) -> tuple[list[Member], int]:
+# A value decoded in a special way: (text, offset of the value) -> (value, end).
+_Expand = Callable[[str, int], tuple[Any, int]]
+
+
+def _members(text: str, start: int, expand: dict[str, _Expand] | None = None
+             ) -> tuple[list[Member], int]:
     """The members of the object whose ``{`` is at ``start``, and the offset past ``}``.
-    Each value is decoded by json's scanner (C), so a large output costs one C pass."""
+    Each value is decoded by json's scanner (C), so a large output costs one C pass;
+    a key in ``expand`` has its value walked by that function instead."""
     assert text[start] == "{"
     out: list[Member] = []
     i = _skip(text, start + 1)
@@ -201,7 +216,8 @@ def _members(text: str, start: int) -> tuple[list[Member], int]:
         if j >= len(text) or text[j] != ":":
             raise NotANotebook(f"expected ':' at offset {j}")
         v = _skip(text, j + 1)
-        value, end = _decoder.raw_decode(text, v)
+        walk = expand.get(key) if expand else None
+        value, end = walk(text, v) if walk is not None else _decoder.raw_decode(text, v)
         out.append(Member(key, i, v, end, value))
         i = _skip(text, end)
         if i < len(text) and text[i] == ",":
@@ -230,6 +246,24 @@ def _items(text: str, start: int, end: int) -> list[tuple[int, int]]:
         return spans
 
 
+def _cell_objects(text: str, start: int) -> Iterator[tuple[int, int, Any]]:
+    """``(start, end, value)`` of each item of the array whose ``[`` is at ``start``,
+    each decoded by json's scanner (C) in one call."""
+    i = _skip(text, start + 1)
+    if text[i] == "]":
+        return
+    while True:
+        value, end = _decoder.raw_decode(text, i)
+        yield i, end, value
+        i = _skip(text, end)
+        if text[i] == ",":
+            i = _skip(text, i + 1)
+            continue
+        if text[i] == "]":
+            return
+        raise NotANotebook(f"expected ',' or ']' at offset {i}")
+
+
 def parse(text: str) -> Notebook:
     """The notebook in ``text`` with the spans of its cells; :class:`NotANotebook` when
     it is not an nbformat 4 notebook whose cells toolfs can address."""
@@ -249,7 +283,18 @@ def _parse(text: str) -> Notebook:
     i = _skip(text, 0)
     if i >= len(text) or text[i] != "{":
         raise NotANotebook("a notebook is a JSON object")
-    top_list, end = _members(text, i)
+    walked: list[tuple[int, int, Any]] = []
+
+    def cells_array(text: str, v: int) -> tuple[Any, int]:
+        """The cells, each with its span (decoded once, item by item)."""
+        if text[v] != "[":
+            return _decoder.raw_decode(text, v)
+        walked.clear()
+        walked.extend(_cell_objects(text, v))
+        end = _skip(text, walked[-1][1] if walked else v + 1) + 1
+        return [value for _, _, value in walked], end
+
+    top_list, end = _members(text, i, {"cells": cells_array})
     if _skip(text, end) != len(text):
         raise NotANotebook(f"extra data after the JSON object at offset {_skip(text, end)}")
     top = {m.key: m for m in top_list}
@@ -260,19 +305,16 @@ def _parse(text: str) -> Notebook:
     if cells_member is None or not isinstance(cells_member.value, list):
         raise NotANotebook("'cells' is missing or not a list")
     cells: list[Cell] = []
-    for n, (s, e) in enumerate(_items(text, cells_member.value_start, cells_member.value_end)):
-        if text[s] != "{":
+    for n, (s, e, value) in enumerate(walked):
+        if not isinstance(value, dict):
             raise NotANotebook(f"cell {n + 1} is not a JSON object")
-        members, _ = _members(text, s)
-        by_key = {m.key: m for m in members}
-        kind = by_key.get("cell_type")
-        if kind is None or not isinstance(kind.value, str):
+        if not isinstance(value.get("cell_type"), str):
             raise NotANotebook(f"cell {n + 1} has no cell_type")
-        src = by_key.get("source")
-        if src is None or not (isinstance(src.value, str) or (
-                isinstance(src.value, list) and all(isinstance(x, str) for x in src.value))):
+        src = value.get("source")
+        if not (isinstance(src, str) or (
+                isinstance(src, list) and all(isinstance(x, str) for x in src))):
             raise NotANotebook(f"cell {n + 1} has no source string or list of strings")
-        cells.append(Cell(n, s, e, by_key, [m.key for m in members]))
+        cells.append(Cell(n, s, e, value, text))
     metadata = top.get("metadata")
     return Notebook(text, cells, top, cells_member, _style(text, top_list),
                     metadata.value if metadata and isinstance(metadata.value, dict) else {})
@@ -442,7 +484,7 @@ def new_cell(nb: Notebook, cell_type: CellType, source: str, *,
     them), its keys in the order the notebook's cells use; and its id."""
     cell_id = fresh_id(nb) if nb.uses_ids else None
     src: Any = split_source(source)
-    if nb.cells and isinstance(nb.cells[0].members["source"].value, str):
+    if nb.cells and isinstance(nb.cells[0].value["source"], str):
         src = source  # this writer stores source as one string
     value: dict[str, Any] = {"cell_type": cell_type}
     if cell_type == "code":
@@ -649,9 +691,9 @@ def _invalid(reason: str) -> FsError:
 
 def iter_outputs(cell: Cell) -> Iterator[dict[str, Any]]:
     """The output objects of a code cell (others have none)."""
-    outputs = cell.members.get("outputs")
-    if outputs is None or not isinstance(outputs.value, list):
+    outputs = cell.value.get("outputs")
+    if not isinstance(outputs, list):
         return
-    for out in outputs.value:
+    for out in outputs:
         if isinstance(out, dict):
             yield out

@@ -112,13 +112,12 @@ def _cells_view(nb: Notebook, f: ObservedFile, offset: int, limit: int
 
 
 def _cell_view(cell: Cell) -> NotebookCell:
-    count = cell.members.get("execution_count")
+    count = cell.value.get("execution_count")
     outputs = [_output_view(cell, n, out) for n, out in enumerate(iter_outputs(cell), 1)]
     return NotebookCell(
         index=cell.index + 1, cell_id=cell.handle, cell_type=cell.cell_type,
         source=_source_lines(cell.source),
-        execution_count=count.value if count is not None and type(count.value) is int
-        else None, outputs=outputs)
+        execution_count=count if type(count) is int else None, outputs=outputs)
 
 
 def _source_lines(source: str) -> list[str]:
@@ -357,7 +356,7 @@ def notebook_edit_file(fs: PolicyFileSystem, file_path: str, cell_id: str, new_s
         if cell_type is not None and cell_type != cell.cell_type:
             splices = [replace_cell(nb, cell, retyped(nb, cell, cell_type, new_source))]
             cleared = cell.cell_type == "code" and bool(
-                list(iter_outputs(cell)) or cell.members.get("execution_count"))
+                list(iter_outputs(cell)) or cell.value.get("execution_count") is not None)
         else:
             splices = [set_source(nb, cell, new_source)]
             cleared = False
