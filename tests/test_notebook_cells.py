@@ -8,10 +8,12 @@ gives back the original bytes exactly.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import difflib
 import itertools
 import json
+import sys
 import threading
 from typing import Any
 
@@ -367,6 +369,40 @@ def test_write_of_a_notebook_must_be_valid_and_is_stored_as_given() -> None:
     for text in WRITERS.values():
         ws.write("n.ipynb", text)
         assert ws.fs.cat_file("n.ipynb") == text.encode("utf-8")
+
+
+def test_without_nbformat_write_applies_a_structural_check(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    nb = base_notebook()
+    monkeypatch.setitem(sys.modules, "nbformat", None)  # the notebook extra not installed
+    ws = toolfs.Workspace("memory://nbcells-structural")
+    for broken, reason in (
+            ({**nb, "nbformat": 3}, "nbformat must be 4"),
+            ({**nb, "metadata": []}, "'metadata' is missing or not a dict"),
+            ({**nb, "cells": [{"cell_type": "code", "metadata": {}, "source": ""}]},
+             "a code cell needs an 'outputs' list"),
+            ({**nb, "cells": [{"cell_type": "markdown", "metadata": {}, "source": [1]}]},
+             "'source' must be a string or a list of strings"),
+            ({**nb, "cells": [{"cell_type": "markdown", "metadata": {}, "source": "",
+                               "id": "a b"}]}, "id must be")):
+        out = ws.execute("write", {"file_path": "n.ipynb", "content": json.dumps(broken)})
+        assert out.error is not None and reason in out.text, out.text
+    ws.write("n.ipynb", WRITERS["vscode"])
+    assert ws.fs.cat_file("n.ipynb") == WRITERS["vscode"].encode()
+
+
+def test_image_outputs_are_named_and_their_bytes_found() -> None:
+    from tests.notebook_samples import PNG_1PX
+    from toolfs.notebook_tools import image_bytes
+
+    nb = parse(WRITERS["nbformat"])
+    assert image_bytes(nb.cells[2], 1) == ("image/png", base64.b64decode(PNG_1PX))
+    assert image_bytes(nb.cells[1], 1) is None and image_bytes(nb.cells[2], 2) is None
+    r = setup_ws(WRITERS["nbformat"]).read(NB)
+    assert isinstance(r, NotebookReadResult)
+    image = r.cells[2].outputs[0].image
+    assert image is not None and (image.name, image.mime_type, image.size) == (
+        "cell-3-output-1.png", "image/png", len(base64.b64decode(PNG_1PX)))
 
 
 # -- schemas, tool sets, adapters -----------------------------------------------------------
