@@ -94,6 +94,10 @@ def test_read_shows_cells_not_json() -> None:
     assert "[cell 5] id=empty code\n  (empty)" in text
     assert PNG_SNIPPET not in text and '"cell_type"' not in text
     assert "Showing" not in text  # every cell shown: no footer
+    from toolfs.display import html, markdown
+
+    assert markdown(out.value).startswith("**read** `work/report.ipynb` · version")
+    assert "[cell 1] id=intro markdown" in html(out.value)
     data = out.to_dict()["result"]
     assert [c["cell_id"] for c in data["cells"]] == [
         "intro", "load-data", "plot_1", "fail", "empty", "notes"]

@@ -10,7 +10,7 @@ import queue
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from fsspec.core import url_to_fs
 from fsspec.spec import AbstractFileSystem
@@ -161,7 +161,8 @@ class Workspace:
             replace_all=replace_all))
 
     def notebook_edit(self, file_path: str, cell_id: str, new_source: str,
-                      cell_type: str | None = None, edit_mode: str = "replace"
+                      cell_type: Literal["code", "markdown"] | None = None,
+                      edit_mode: Literal["replace", "insert", "delete"] = "replace"
                       ) -> NotebookEditResult:
         """Replace, insert (after ``cell_id``; ``""``: at the top) or delete one cell of a
         notebook; replacing a code cell's source clears its outputs. Raises
@@ -364,7 +365,8 @@ class AsyncWorkspace:
         return await self._run(self.sync.edit, file_path, old_string, new_string, replace_all)
 
     async def notebook_edit(self, file_path: str, cell_id: str, new_source: str,
-                            cell_type: str | None = None, edit_mode: str = "replace"
+                            cell_type: Literal["code", "markdown"] | None = None,
+                            edit_mode: Literal["replace", "insert", "delete"] = "replace"
                             ) -> NotebookEditResult:
         return await self._run(self.sync.notebook_edit, file_path, cell_id, new_source,
                                cell_type, edit_mode)
