@@ -99,3 +99,35 @@ def _lines(text: str) -> list[str]:
         return []
     parts = text.split("\n")
     return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(writer=st.sampled_from(sorted(WRITERS)), cut=st.integers(min_value=0),
+       junk=st.text(max_size=3), data=st.data())
+def test_damaged_notebooks_get_structured_answers(writer: str, cut: int, junk: str,
+                                                  data: st.DataObject) -> None:
+    """A notebook damaged anywhere (a span replaced by junk) is read as cells or as text,
+    and every call answers with a result or a tool error of its own: never a
+    ``backend_error`` (an exception that escaped)."""
+    original = WRITERS[writer]
+    at = cut % (len(original) + 1)
+    end = data.draw(st.integers(min_value=at, max_value=min(len(original), at + 40)))
+    damaged = original[:at] + junk + original[end:]
+    ws = setup_ws(damaged)
+    outcomes = [ws.execute("read", {"file_path": NB}),
+                ws.execute("read", {"file_path": NB, "offset": 2, "limit": 1}),
+                ws.execute("edit", {"file_path": NB, "old_string": "plot", "new_string": "p"}),
+                ws.execute("notebook_edit", {"file_path": NB, "cell_id": "plot_1",
+                                             "new_source": "x"}),
+                ws.execute("notebook_edit", {"file_path": NB, "cell_id": "", "new_source": "y",
+                                             "edit_mode": "insert"}),
+                ws.execute("notebook_edit", {"file_path": NB, "cell_id": "cell-2",
+                                             "new_source": "", "edit_mode": "delete"})]
+    for out in outcomes:
+        assert out.error is None or out.error.code != "backend_error", out.text
+        json.dumps(out.to_dict())
+    try:
+        json.loads(damaged)
+    except ValueError:
+        return
+    json.loads(raw(ws))  # changes to valid JSON keep it valid JSON

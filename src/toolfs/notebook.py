@@ -4,9 +4,10 @@ A notebook is JSON, and every writer formats it its own way (Jupyter and nbforma
 space of indent, sorted keys, ``ensure_ascii=False``; VS Code: its own key order; other
 tools: two spaces, CRLF, compact). An edit of one cell must leave every other byte of the
 file as it was, so the file is never re-dumped: :func:`parse` walks the document once
-(the values themselves decoded by :mod:`json`'s C scanner) and records where each cell and
-each of its members sits in the text; an edit replaces only those spans, writing the new
-values in the style the file already uses (indent, newline, separators, escapes).
+(each cell decoded by :mod:`json`'s C scanner in one call) and records where each cell
+sits in the text, and, for the cells a change touches, where each of their members sits;
+an edit replaces only those spans, writing the new values in the style the file already
+uses (indent, newline, separators, escapes).
 
 Pure functions over text: no I/O, no policy (see :mod:`toolfs.notebook_tools`). nbformat
 (the ``notebook`` extra) is used, when installed, only to validate a notebook given whole
@@ -30,12 +31,11 @@ __all__ = ["Cell", "Notebook", "NotebookStyle", "is_notebook_path", "parse", "so
            "validate_notebook_text"]
 
 CellType = Literal["code", "markdown"]
-EditMode = Literal["replace", "insert", "delete"]
 
 _WS_RUN = re.compile(r"[ \t\n\r]*")
 _decoder = json.JSONDecoder()
 # json's string scanner (C), which returns where the string ends.
-scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]
+_scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]
 # An escape of a character past ASCII (`\u00e9`): a writer that escapes them
 # (`ensure_ascii=True`) made the file, and new text is written the same way.
 _NON_ASCII_ESCAPE = re.compile(r"\\u(?:00[89a-fA-F]|0[1-9a-fA-F][0-9a-fA-F]|[1-9a-fA-F])")
@@ -211,7 +211,7 @@ def _members(text: str, start: int, expand: dict[str, _Expand] | None = None
     while True:
         if i >= len(text) or text[i] != '"':
             raise NotANotebook(f"expected a key at offset {i}")
-        key, i_after = scanstring(text, i + 1)
+        key, i_after = _scanstring(text, i + 1)
         j = _skip(text, i_after)
         if j >= len(text) or text[j] != ":":
             raise NotANotebook(f"expected ':' at offset {j}")
@@ -343,7 +343,7 @@ def _style(text: str, top: list[Member]) -> NotebookStyle:
 
 
 def _key_end(text: str, key_start: int) -> int:
-    end: int = scanstring(text, key_start + 1)[1]
+    end: int = _scanstring(text, key_start + 1)[1]
     return end
 
 
@@ -408,7 +408,6 @@ def _dump_source(nb: Notebook, member: Member, new: str) -> str:
     lines = split_source(new)
     if not lines:
         return "[]"
-    old = text[member.value_start:member.value_end]
     spans = _items(text, member.value_start, member.value_end)
     if spans:  # the layout of the list as it is
         opening = text[member.value_start + 1:spans[0][0]]
@@ -419,7 +418,6 @@ def _dump_source(nb: Notebook, member: Member, new: str) -> str:
             between = "," + opening if "\n" in opening else style.item_separator
         return ("[" + opening + between.join(_dump_string(s, style) for s in lines)
                 + closing + "]")
-    del old
     base = _line_indent(text, member.key_start)
     return dump_value(lines, style, base)
 
