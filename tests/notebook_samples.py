@@ -56,15 +56,20 @@ def base_notebook(*, minor: int = 5) -> dict[str, Any]:
     return data
 
 
-def _vscode_order(cell: dict[str, Any]) -> dict[str, Any]:
-    # VS Code's ipynb serializer writes cells in its own order, metadata with its
-    # language id, and a one-space indent.
-    order = ["cell_type", "execution_count", "id", "metadata", "outputs", "source",
-             "attachments"]
-    out = {k: cell[k] for k in order if k in cell}
-    out["metadata"] = {**cell["metadata"], "vscode": {"languageId": "python"}} \
-        if cell["cell_type"] == "code" else cell["metadata"]
-    return out
+def _vscode(cell: dict[str, Any]) -> dict[str, Any]:
+    # VS Code's ipynb serializer records each code cell's language in its metadata and
+    # writes keys sorted, with the indent it found (one space by default).
+    if cell["cell_type"] != "code":
+        return cell
+    return {**cell, "metadata": {**cell["metadata"], "vscode": {"languageId": "python"}}}
+
+
+def _own_order(cell: dict[str, Any]) -> dict[str, Any]:
+    # A writer with a key order of its own (source first, id last), as hand-rolled
+    # tools and some hosted notebooks write them.
+    order = ["cell_type", "source", "metadata", "execution_count", "outputs",
+             "attachments", "id"]
+    return {k: cell[k] for k in order if k in cell}
 
 
 def writers() -> dict[str, str]:
@@ -74,14 +79,19 @@ def writers() -> dict[str, str]:
     for cell in string_source["cells"]:
         cell["source"] = "".join(cell["source"])
     vscode = copy.deepcopy(nb)
-    vscode["cells"] = [_vscode_order(c) for c in vscode["cells"]]
+    vscode["cells"] = [_vscode(c) for c in vscode["cells"]]
+    own = copy.deepcopy(nb)
+    own["cells"] = [_own_order(c) for c in own["cells"]]
+    own = {"nbformat": 4, "nbformat_minor": 5, "metadata": own["metadata"],
+           "cells": own["cells"]}
     nbformat_text = nbformat.writes(nbformat.from_dict(nb))
     return {
         # nbformat's own dump (what Jupyter saves): 1 space, sorted keys, final newline
         "nbformat": nbformat_text,
-        # Jupyter's frontend JSON: 1 space, non-ASCII kept, insertion order, no newline
-        "jupyter": json.dumps(nb, indent=1, ensure_ascii=False),
-        "vscode": json.dumps(vscode, indent=1, ensure_ascii=False) + "\n",
+        # the same without the final newline (a writer that leaves it out)
+        "no_final_newline": json.dumps(nb, indent=1, ensure_ascii=False),
+        "vscode": json.dumps(vscode, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
+        "own_order": json.dumps(own, indent=2, ensure_ascii=False),
         "two_spaces": json.dumps(nb, indent=2, ensure_ascii=False) + "\n",
         "crlf": nbformat_text.replace("\n", "\r\n"),
         "string_source": json.dumps(string_source, indent=1, sort_keys=True,
