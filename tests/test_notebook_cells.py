@@ -232,6 +232,7 @@ def test_edit_matches_are_per_cell() -> None:
     json_text = ws.execute("edit", {"file_path": NB, "old_string": '"cell_type"',
                                     "new_string": '"x"'})
     assert json_text.error is not None and json_text.error.code == "no_match"
+    assert "text of the file's JSON" in json_text.text
     r = ws.edit(NB, "#", "%", replace_all=True)
     assert isinstance(r, NotebookEditResult)
     assert (r.replacements, r.cells_changed) == (3, ["intro", "notes"])

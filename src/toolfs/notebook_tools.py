@@ -264,6 +264,9 @@ def _source_edit(nb: Notebook, path: str, old: str, new: str, replace_all: bool
                     "changes one cell's source; edit each cell separately, or use "
                     "notebook_edit.")
             details = {"cells": [a.handle, b.handle]}
+        elif old in nb.text:
+            hint = (" It is text of the file's JSON (keys, escapes or outputs), not of a "
+                    "cell's source: copy the source as read shows it, or use notebook_edit.")
         raise fs_error("no_match", "old_string was not found in any cell's source." + hint,
                        path=path, details=details)
     if found.total > 1 and not replace_all:
