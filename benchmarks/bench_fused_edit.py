@@ -53,7 +53,7 @@ from toolfs._trusted import trusted
 from toolfs.backends.base import Update
 from toolfs.errors import fs_error
 from toolfs.policy.events import AuditLog
-from toolfs.policy.filesystem import _COMMIT_STRIPES
+from toolfs.policy.filesystem import _turn
 from toolfs.results import EditResult
 from toolfs.text import apply_edit, decode, lines_around
 
@@ -84,14 +84,14 @@ def fused_edit(ws: toolfs.Workspace, file_path: str, old: str, new: str) -> Edit
     if not path.isascii():
         raise ValueError("fused_edit handles only ASCII paths")
     audit.record("fs/write-intent", fs.context_id, "edit", path, obs.version, None, None)
-    with fs._commit_locks[hash(key) % _COMMIT_STRIPES]:
+    with _turn(key):
         version = fs.store.put(key, data, Update(obs.version, known=cached))
         fs.ledger.record(key, version, size=len(data), content=data)
     audit.record("fs/written", fs.context_id, "edit", path, obs.version, version, None)
     return trusted(EditResult, tools._EDIT_SET, {
         "path": target.display, "replacements": outcome.count, "replace_all": False,
         "version": version, "lines": outcome.lines, "snippet": snippet,
-        "snippet_start": start})
+        "snippet_start": start, "merged": False, "merged_lines": None})
 
 
 class CarefulEveryCheck:

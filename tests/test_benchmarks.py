@@ -145,6 +145,12 @@ def test_bench_fused_edit() -> None:
         assert re.search(rf"{share}[^:]*: -?\d+\.\d{{3}}x", done.stdout), done.stdout
 
 
+def test_bench_stale() -> None:
+    done = run("bench_stale.py", "--backends", "memory,local")
+    assert_table(done)
+    assert "| merge" in done.stdout and "| refuse + read" in done.stdout
+
+
 def test_bench_notebook() -> None:
     done = run("bench_notebook.py")
     assert_table(done)

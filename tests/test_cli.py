@@ -136,8 +136,9 @@ def test_demo_tells_the_story(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "demo")
     assert (code, err) == (0, "")
     steps = re.findall(r"^(\d)\. Agent ([AB]) ", out, re.MULTILINE)
-    assert steps == [("1", "A"), ("2", "B"), ("3", "A"), ("4", "B"), ("5", "B"), ("6", "B")]
+    assert steps == [("1", "A"), ("2", "B"), ("3", "A"), ("4", "B"), ("5", "B")]
     assert "   | Error [stale]" in out
+    assert "   | -timeout = 30\n   | +timeout = 60\n" in out  # what changed since B's read
     assert out.count("   | Edited config.toml") == 2
     assert out.rstrip().splitlines()[-2] == (
         "Summary: 3 edits attempted, 2 applied, 1 refused as stale, no update lost.")

@@ -206,7 +206,9 @@ def test_text_editor_loop(store: Backend) -> None:
     assert texts[1].startswith("The file src/app.py has been edited. Here's the result of "
                                "running `cat -n` on a snippet of src/app.py:\n     1\tx = 2\n")
     assert texts[2].startswith("Error [stale]: src/app.py changed since you last viewed it")
-    assert texts[2].endswith("View it again, then redo the change.")
+    assert "-y = 2\n+y = 3\n" in texts[2]  # the change since the view, then the advice
+    assert texts[2].endswith("redo your change on the current text; no need to read the "
+                             "file again.")
     assert "     2\ty = 3" in texts[3]
     assert store.get(path) == b"x = 2\ny = 4\n"
 
@@ -270,7 +272,7 @@ def test_beta_tools_loop(store: Backend) -> None:
     assert errors == [False, False, True, False, False]
     assert texts[0] == "     1\tx = 1\n     2\ty = 2"  # toolfs's read text
     assert texts[2].startswith("Error [stale]")
-    assert "Read it again, then redo the change." in texts[2]
+    assert "no need to read the file again." in texts[2]  # the diff showed everything
     assert texts[3] == "     2\ty = 3\n\n(Showing line 2 of 2.)"  # view_range [2, -1]
     assert store.get("app.py") == b"x = 2\ny = 4\n"
 
@@ -757,9 +759,12 @@ def test_insert_and_ambiguous_str_replace_are_refused_with_the_reference_words(
                       "new_str": "x"})
     assert out.is_error and out.error is not None and out.error.code == "stale", out.text
     assert store.get("t.txt") == b"a\nb\na\nc\n"
+    # The refusal showed the whole change, so it counts as a view: line 9 is now judged
+    # against the current file.
     out = ed.execute({"command": "insert", "path": "t.txt", "insert_line": 9,
-                      "new_str": "x"})  # out of range on an outdated view: stale first
-    assert out.error is not None and out.error.code == "stale", out.text
+                      "new_str": "x"})
+    assert out.error is not None and out.error.code == "invalid_arguments", out.text
+    assert store.get("t.txt") == b"a\nb\na\nc\n"
     ed.execute({"command": "view", "path": "t.txt"})
     out = ed.execute({"command": "insert", "path": "t.txt", "insert_line": 1,
                       "new_str": "x"})

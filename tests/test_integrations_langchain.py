@@ -35,6 +35,7 @@ from pydantic import Field, ValidationError
 
 import toolfs
 from tests.backends import Backend, S3Backend
+from toolfs.errors import STALE_SHOWN_ADVICE
 from toolfs.integrations.deepagents import ToolfsBackend
 from toolfs.integrations.langchain import tools
 from toolfs.schemas import DESCRIPTIONS, ReadArgs, input_schema
@@ -212,7 +213,8 @@ def test_tool_loop_on_every_backend(backend: Backend) -> None:
     assert refused.status == "error"
     assert refused.content == (
         "Error [stale]: notes.txt changed since you read it\n"
-        "The file changed since you last read it. Read it again, then redo the change.")
+        "Changes since you read it:\n--- notes.txt (as you read it)\n+++ notes.txt (now)\n"
+        "@@ -1,2 +1,3 @@\n alpha\n gamma\n+zeta\n" + STALE_SHOWN_ADVICE)
     assert backend.get("notes.txt") == b"alpha\r\ngamma\r\nzeta\r\n"
 
     again = use("read", file_path="notes.txt")
@@ -357,8 +359,9 @@ def test_deep_agent_loop_on_every_backend(backend: Backend) -> None:
         ("success", "@@ lines 1-2 of 2 @@\nalpha\nbeta"),
         ("success", "Successfully replaced 1 instance(s) of the string in '/notes.txt'"),
         ("error", "Error [stale]: /notes.txt changed since you read it\n"
-                  "The file changed since you last read it. Read it again, then redo the "
-                  "change."),
+                  "Changes since you read it:\n--- notes.txt (as you read it)\n"
+                  "+++ notes.txt (now)\n@@ -1,2 +1,3 @@\n alpha\n gamma\n+zeta\n"
+                  + STALE_SHOWN_ADVICE),
         ("success", "@@ lines 1-3 of 3 @@\nalpha\ngamma\nzeta"),
         ("success", "Successfully replaced 1 instance(s) of the string in '/notes.txt'"),
     ]

@@ -27,7 +27,7 @@ from pydantic import TypeAdapter
 
 import toolfs
 from tests.backends import Backend
-from toolfs.errors import FsError
+from toolfs.errors import STALE_SHOWN_ADVICE, FsError
 from toolfs.integrations.openai import (
     ApplyPatchEditor,
     AsyncApplyPatchEditor,
@@ -758,9 +758,10 @@ def test_runner_loop_read_patch_stale_reread_patch() -> None:
     seen = _outputs(model)
     assert seen["r1"] == "     1\tdef greet():\n     2\t    print('hi')"
     assert seen["p1"] == "Updated app.py"
-    assert seen["p2"] == ("Error [stale]: app.py changed since you read it\n"
-                          "The file changed since you last read it. Read it again, then redo "
-                          "the change.")
+    assert seen["p2"].startswith("Error [stale]: app.py changed since you read it\n"
+                                 "Changes since you read it:\n--- app.py (as you read it)\n")
+    assert "-    print('hi', 1)\n+    print('hello')\n" in seen["p2"]  # (CRLF shown as LF)
+    assert seen["p2"].endswith(STALE_SHOWN_ADVICE)
     assert seen["r2"] == "     1\tdef greet():\n     2\t    print('hello')"
     assert seen["p3"] == "Updated app.py"
     statuses = {i["call_id"]: i["status"] for i in model.calls[-1].input

@@ -29,6 +29,7 @@ from agents.usage import Usage
 
 import toolfs
 from tests.backends import Backend, LocalBackend, MemoryBackend
+from toolfs.errors import STALE_SHOWN_ADVICE
 from toolfs.integrations.openai_agents import function_tools, strict_schema
 from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, input_schema
 
@@ -149,8 +150,9 @@ def test_loop_read_edit_stale_reread_edit(store: Backend, as_async: bool) -> Non
         "     1\tx = 1\n     2\ty = 1",
         "Edited a.py: replaced 1 occurrence at line 1.\nLines 1-2 of the edited file:\n"
         "     1\tx = 2\n     2\ty = 1",
-        "Error [stale]: a.py changed since you read it\n"
-        "The file changed since you last read it. Read it again, then redo the change.",
+        "Error [stale]: a.py changed since you read it\nChanges since you read it:\n"
+        "--- a.py (as you read it)\n+++ a.py (now)\n@@ -1,2 +1,3 @@\n x = 2\n y = 1\n+z = 0\n"
+        + STALE_SHOWN_ADVICE,
         "     1\tx = 2\n     2\ty = 1\n     3\tz = 0",
         "Edited a.py: replaced 1 occurrence at line 2.\nLines 1-3 of the edited file:\n"
         "     1\tx = 2\n     2\ty = 2\n     3\tz = 0",

@@ -104,6 +104,7 @@ async def test_stdio_read_edit_then_stale_edit(tmp_path: Path) -> None:
         assert stale.is_error
         assert _text(stale).startswith("Error [stale]")
         assert stale.structured_content["error"]["code"] == "stale"
+        assert "-y = 2\n+y = 3\n" in stale.structured_content["error"]["details"]["diff"]
         assert (tmp_path / "app.py").read_text() == "x = 10\ny = 3\n"
 
         await client.call_tool("read", {"file_path": "app.py"})
@@ -111,6 +112,24 @@ async def test_stdio_read_edit_then_stale_edit(tmp_path: Path) -> None:
             "edit", {"file_path": "app.py", "old_string": "y = 3", "new_string": "y = 30"})
         assert not retry.is_error
     assert (tmp_path / "app.py").read_text() == "x = 10\ny = 30\n"
+
+
+@pytest.mark.anyio
+async def test_stdio_on_stale_merge_merges_other_lines(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text("".join(f"v{i} = {i}\n" for i in range(10)))
+    async with Client(_stdio(str(tmp_path), "--on-stale", "merge")) as client:
+        assert not (await client.call_tool("read", {"file_path": "app.py"})).is_error
+        other = toolfs.Workspace(str(tmp_path))
+        other.read("app.py")
+        other.edit("app.py", "v1 = 1", "v1 = 100")
+        merged = await client.call_tool(
+            "edit", {"file_path": "app.py", "old_string": "v8 = 8", "new_string": "v8 = 80"})
+        assert not merged.is_error, _text(merged)
+        assert "Merged with a change made since you read it: line 2." in _text(merged)
+        assert merged.structured_content["result"]["merged"] is True
+    expected = "".join(f"v{i} = {i}\n" for i in range(10))
+    assert (tmp_path / "app.py").read_text() == expected.replace("v1 = 1\n", "v1 = 100\n") \
+        .replace("v8 = 8\n", "v8 = 80\n")
 
 
 @pytest.mark.anyio

@@ -102,6 +102,7 @@ class PolicyMachine(RuleBasedStateMachine):
             self.seen[c][f] = body
         else:
             assert out.error is not None and out.error.code == expected, out.text
+            self._refused(c, f, expected)
 
     @rule(c=st.integers(0, 2), f=st.sampled_from(["a.txt", "b.txt"]),
           old=st.sampled_from(["one", "two"]), new=st.sampled_from(["1", "2"]))
@@ -116,6 +117,7 @@ class PolicyMachine(RuleBasedStateMachine):
         expected = self._expected_write_error(c, f)
         if expected is not None:
             assert out.error is not None and out.error.code == expected, out.text
+            self._refused(c, f, expected)
             return
         count = self.files[f].count(old)
         if count != 1:
@@ -125,6 +127,11 @@ class PolicyMachine(RuleBasedStateMachine):
         assert not out.is_error, out.text
         self.files[f] = self.files[f].replace(old, new)
         self.seen[c][f] = self.files[f]
+
+    def _refused(self, c: int, f: str, code: str) -> None:
+        """A stale refusal shows the whole (small) change: it counts as a read."""
+        if code == "stale":
+            self.seen[c][f] = self.files.get(f)
 
     def _expected_write_error(self, c: int, f: str) -> str | None:
         if f not in self.seen[c]:

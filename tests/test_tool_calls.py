@@ -76,12 +76,13 @@ def test_calls_and_events_per_tool(monkeypatch: pytest.MonkeyPatch) -> None:
     ws.edit("a.txt", "two", "2")
     assert [c.split("(")[0] for c in rec.take()[0]] == ["fs.open", "store.put"]
 
-    # A refused edit makes no store call beyond the conditional put.
+    # A refused edit makes one store call beyond the conditional put: the current bytes,
+    # for the diff it shows.
     other = ws.new_context()
     other.read("a.txt")
     other.write("a.txt", "changed\n")
     out = ws.execute("edit", {"file_path": "a.txt", "old_string": "1", "new_string": "uno"})
     assert out.error is not None and out.error.code == "stale"
     calls, events = rec.take()
-    assert [c.split("(")[0] for c in calls] == ["fs.open", "store.put"]
+    assert [c.split("(")[0] for c in calls] == ["fs.open", "store.put", "store.get"]
     assert events == ["fs/write-intent", "fs/denied"]

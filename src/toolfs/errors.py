@@ -66,6 +66,12 @@ ADVICE: dict[str, str] = {
 }
 
 
+STALE_SHOWN_ADVICE = ("Every change since your read is shown above, and this counts as "
+                      "reading it: redo your change on the current text; no need to read "
+                      "the file again.")
+"""The advice of a ``stale`` refusal that showed the whole change since the read (the
+policy then recorded the current version as observed: ``details["counts_as_read"]``)."""
+
 TOO_LARGE_RESULT_ADVICE = ("Make the change smaller, or put the content in several "
                            "smaller files: a file cannot grow past the cap.")
 """The advice of a ``too_large`` whose size is what a change would make the file."""
@@ -145,10 +151,13 @@ class FsError(Exception, metaclass=_ByCode):
     @property
     def advice(self) -> str:
         """What the model should do next (per code, refined by ``details["operation"]``
-        where one code covers different situations, and for ``too_large`` by
-        ``details["result"]``: the change, not the file, is too large)."""
+        where one code covers different situations, for ``too_large`` by
+        ``details["result"]``: the change, not the file, is too large, and for ``stale``
+        by ``details["counts_as_read"]``: the refusal showed the whole change)."""
         if self.code == "too_large" and self.details.get("result"):
             return TOO_LARGE_RESULT_ADVICE
+        if self.code == "stale" and self.details.get("counts_as_read"):
+            return STALE_SHOWN_ADVICE
         return _ADVICE_BY_OPERATION.get((self.code, self.details.get("operation")),
                                         ADVICE[self.code])
 

@@ -37,8 +37,8 @@ from toolfs.results import (
 )
 
 __all__ = ["MAX_LINE_CHARS", "MAX_OUTPUT_CHARS", "MIN_OUTPUT_CHARS", "bound_text",
-           "check_output_budget", "number_line", "render_edit", "render_error",
-           "render_glob", "render_grep", "render_ls",
+           "check_output_budget", "diff_budget", "error_diff", "number_line", "render_edit",
+           "render_error", "render_glob", "render_grep", "render_ls",
            "render_output", "render_patch", "render_read", "render_result", "render_write",
            "structured_content"]
 MIN_OUTPUT_CHARS = 1_000
@@ -359,7 +359,21 @@ def render_read(r: ReadResult, max_chars: int = MAX_OUTPUT_CHARS) -> str:
 
 def render_write(r: WriteResult, max_chars: int = MAX_OUTPUT_CHARS) -> str:
     verb = "Created" if r.action == "created" else "Updated"
-    return f"{verb} {_clip(r.path, _Limits(max_chars).path)} ({r.size} bytes)."
+    text = f"{verb} {_clip(r.path, _Limits(max_chars).path)} ({r.size} bytes)."
+    if r.merged:
+        text += "\n" + _merged_note(r.merged_lines or [], _Limits(max_chars))
+    return text
+
+
+def _merged_note(ranges: list[tuple[int, int]], limits: _Limits) -> str:
+    """The line that says a change was merged, naming the other writer's lines."""
+    parts = [f"lines removed after line {last}" if first > last
+             else f"line {first}" if first == last else f"lines {first}-{last}"
+             for first, last in ranges[:limits.listed]]
+    if len(ranges) > limits.listed:
+        parts.append(f"... ({len(ranges) - limits.listed} more)")
+    where = ", ".join(parts) if parts else "no line (only line endings or the BOM)"
+    return f"Merged with a change made since you read it: {where}."
 
 
 def _edit_view(r: EditResult, max_chars: int) -> tuple[str, list[int], list[str]]:
@@ -372,6 +386,8 @@ def _edit_view(r: EditResult, max_chars: int) -> tuple[str, list[int], list[str]
         where += f", ... ({len(r.lines) - len(listed)} more)"
     head = (f"Edited {path}: replaced {_plural(r.replacements, 'occurrence')} at "
             f"{'line' if len(r.lines) == 1 else 'lines'} {where}.")
+    if r.merged:
+        head += "\n" + _merged_note(r.merged_lines or [], limits)
     if not r.snippet:
         return f"{head}\n(The file is now empty.)", listed, []
     around = ", around the first change" if r.replacements > 1 else ""
@@ -561,10 +577,35 @@ def render_patch(r: PatchResult, max_chars: int = MAX_OUTPUT_CHARS) -> str:
 
 
 def render_error(e: FsError, max_chars: int = MAX_OUTPUT_CHARS) -> str:
-    """Model text for an error: code, message, what to do next."""
+    """Model text for an error: code, message, what to do next; for a ``stale`` refusal
+    the diff since the observed version comes between message and advice."""
     limits = _Limits(max_chars)
     where = f" ({_clip(e.path, limits.path)})" if e.path and e.path not in e.message else ""
-    return f"Error [{e.code}]{where}: {_clip_message(e.message, limits.message)}\n{e.advice}"
+    head = f"Error [{e.code}]{where}: {_clip_message(e.message, limits.message)}\n"
+    return head + error_diff(e, max_chars - len(head) - len(e.advice) - 1) + e.advice
+
+
+def error_diff(e: FsError, room: int) -> str:
+    """The diff a ``stale`` refusal carries (``details["diff"]``), as the lines that go
+    between its message and its advice, within ``room`` characters; ``""`` without one.
+    A complete diff is shown whole (the policy keeps it within :func:`diff_budget`);
+    one cut by the policy, or too long for ``room``, is cut at a line and says so."""
+    diff = e.details.get("diff")
+    if not isinstance(diff, str) or not diff:
+        return ""
+    if e.details.get("diff_complete") and len(diff) + 30 <= room:
+        return "Changes since you read it:\n" + diff
+    note = "[diff cut: the change is larger than this; read the file]\n"
+    cut = diff[:max(0, room - len(note) - 40)]
+    return "Changes since you read it (first part):\n" + cut[:cut.rfind("\n") + 1] + note
+
+
+def diff_budget(max_chars: int) -> int:
+    """The most characters of diff a ``stale`` refusal may carry for its whole diff to be
+    shown within ``max_chars`` next to the longest message, path and advice (what a
+    ``Workspace`` gives its policy as ``diff_chars``, at most the policy's default)."""
+    limits = _Limits(max_chars)
+    return max(0, max_chars - limits.message - limits.path - 300)
 
 
 def _bounded(value: Any, listed: int, chars: int) -> tuple[Any, bool]:
@@ -585,16 +626,24 @@ def _bounded(value: Any, listed: int, chars: int) -> tuple[Any, bool]:
 
 
 def _error_data(e: FsError, limits: _Limits) -> dict[str, Any]:
-    """``e.to_dict()`` clipped as the text is; ``details`` fits in what is left."""
+    """``e.to_dict()`` clipped as the text is; ``details`` fits in what is left. A
+    ``stale`` refusal's diff is kept as the text shows it (whole when complete)."""
     message = _clip_message(e.message, limits.message)
     path = None if e.path is None else _clip(e.path, limits.path)
     room = limits.total - len(message) - len(path or "") - 200
+    facts = e.details
+    diff = facts.get("diff")
+    if isinstance(diff, str):
+        facts = {k: v for k, v in facts.items() if k != "diff"}
+        room -= len(diff)
     listed, chars = limits.listed, limits.path
     while True:
-        details, cut = _bounded(e.details, listed, chars)
+        details, cut = _bounded(facts, listed, chars)
         if listed <= 1 or len(json.dumps(details, ensure_ascii=False)) <= room:
             break
         listed, chars = listed // 2, max(chars // 2, 20)
+    if isinstance(diff, str):
+        details["diff"] = diff
     if cut:
         details["truncated"] = True
     return {"code": e.code, "message": message, "path": path, "details": details}

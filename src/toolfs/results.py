@@ -79,6 +79,12 @@ class WriteResult(_Result):
     version: FileVersion
     size: int
     """Bytes written."""
+    merged: bool = False
+    """The file had changed since this context read it, and the content was merged with
+    that change (``Policy(on_stale="merge")``): three-way, by lines."""
+    merged_lines: list[tuple[int, int]] | None = None
+    """When ``merged``: the lines of the file now that hold the other writer's change,
+    as 1-based ``(first, last)`` ranges (``first == last + 1``: lines removed there)."""
 
 
 class EditResult(_Result):
@@ -94,6 +100,13 @@ class EditResult(_Result):
     """A few lines of the new file around the first replacement."""
     snippet_start: int
     """1-based line number of ``snippet[0]`` in the new file."""
+    merged: bool = False
+    """The file had changed since this context read it, and the edit was applied to the
+    current text: the other change left the lines it matched untouched
+    (``Policy(on_stale="merge")``). ``lines`` and the snippet are then of that text."""
+    merged_lines: list[tuple[int, int]] | None = None
+    """When ``merged``: the lines of the new file that hold the other writer's change,
+    as 1-based ``(first, last)`` ranges (``first == last + 1``: lines removed there)."""
 
 
 class GlobResult(_Result):

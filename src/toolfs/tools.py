@@ -9,11 +9,20 @@ from __future__ import annotations
 
 from toolfs._trusted import trusted
 from toolfs.errors import FsError, fs_error
+from toolfs.merge import Rebased, merge_edit
 from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
 from toolfs.render import MAX_LINE_CHARS
 from toolfs.results import EditResult, LineCut, ReadResult, WriteResult
 from toolfs.schemas import DEFAULT_LIMIT, EditArgs, ReadArgs, WriteArgs
-from toolfs.text import BOM, LineDecoder, apply_edit, decode, lines_around, split_lines
+from toolfs.text import (
+    BOM,
+    EditOutcome,
+    LineDecoder,
+    apply_edit,
+    decode,
+    lines_around,
+    split_lines,
+)
 
 SNIPPET_CONTEXT = 3
 STREAM_LINE_CHARS = 4 * MAX_LINE_CHARS
@@ -21,8 +30,9 @@ STREAM_LINE_CHARS = 4 * MAX_LINE_CHARS
 # The fields each result is built with (see toolfs._trusted): the values are made here.
 _READ_SET = frozenset({"path", "version", "lines", "start_line", "line_count",
                        "total_lines", "size", "partial"})
-_WRITE_SET = frozenset(WriteResult.model_fields)
-_EDIT_SET = frozenset(EditResult.model_fields)
+_MERGE_FIELDS = frozenset({"merged", "merged_lines"})  # at their defaults unless merged
+_WRITE_SET = frozenset(WriteResult.model_fields) - _MERGE_FIELDS
+_EDIT_SET = frozenset(EditResult.model_fields) - _MERGE_FIELDS
 
 
 def read(fs: PolicyFileSystem, args: ReadArgs) -> ReadResult:
@@ -136,9 +146,13 @@ def write_file(fs: PolicyFileSystem, file_path: str, content: str) -> WriteResul
     """:func:`write` with the arguments given one by one, already valid."""
     pending = fs.prepare_write(file_path, operation="write")
     commit = pending.commit(_check_text(content, pending.path))
+    if commit.merged:
+        return WriteResult(path=commit.path, action="updated", version=commit.version,
+                           size=commit.size, merged=True, merged_lines=list(commit.theirs))
     return trusted(WriteResult, _WRITE_SET, {
         "path": commit.path, "action": "created" if commit.created else "updated",
-        "version": commit.version, "size": commit.size})
+        "version": commit.version, "size": commit.size, "merged": False,
+        "merged_lines": None})
 
 
 def edit(fs: PolicyFileSystem, args: EditArgs) -> EditResult:
@@ -183,11 +197,30 @@ def edit_file(fs: PolicyFileSystem, file_path: str, old_string: str, new_string:
         del text
         if bom:
             new_data = BOM + new_data
-        commit = f.commit(new_data, operation="edit")
+        # Only if the file changed since it was read and the policy merges: the same
+        # edit on the current text, when the lines it matched were left untouched.
+        merged: list[EditOutcome] = []
+
+        def rebase(current: bytes) -> Rebased | None:
+            done = merge_edit(decode(data).text, current, old_string, new_string,
+                              replace_all=replace_all, path=f.path, max_bytes=fs.size_cap)
+            if done is None:
+                return None
+            merged[:] = [done[0]]
+            return done[1]
+
+        commit = f.commit(new_data, operation="edit", rebase=rebase)
+    if commit.merged:
+        on = merged[0]
+        start, snippet = lines_around(on.text, *on.first_span, SNIPPET_CONTEXT,
+                                      start_line=on.lines[0])
+        return EditResult(path=commit.path, replacements=on.count, replace_all=replace_all,
+                          version=commit.version, lines=on.lines, snippet=snippet,
+                          snippet_start=start, merged=True, merged_lines=list(commit.theirs))
     return trusted(EditResult, _EDIT_SET, {
         "path": commit.path, "replacements": count, "replace_all": replace_all,
         "version": commit.version, "lines": lines, "snippet": snippet,
-        "snippet_start": start})
+        "snippet_start": start, "merged": False, "merged_lines": None})
 
 
 def _check_text(text: str, path: str) -> bytes:

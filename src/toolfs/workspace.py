@@ -19,11 +19,17 @@ from pydantic import ValidationError
 from toolfs import notebook_tools, tools_discovery
 from toolfs.errors import FsError, fs_error
 from toolfs.policy.events import AuditLog, Subscriber
-from toolfs.policy.filesystem import PolicyFileSystem
+from toolfs.policy.filesystem import DIFF_CHARS, PolicyFileSystem
 from toolfs.policy.ledger import LedgerSnapshot
 from toolfs.policy.rules import Policy
 from toolfs.redact import Redactor
-from toolfs.render import MAX_OUTPUT_CHARS, ToolOutput, check_output_budget, render_output
+from toolfs.render import (
+    MAX_OUTPUT_CHARS,
+    ToolOutput,
+    check_output_budget,
+    diff_budget,
+    render_output,
+)
 from toolfs.results import (
     EditResult,
     GlobResult,
@@ -73,9 +79,12 @@ class Workspace:
 
     Options (all keyword): ``policy`` (``None`` turns the observation rules off),
     ``read_only``, ``deny`` (globs), ``size_cap``, ``first_block``, ``block_size``,
-    ``cache_bytes``, ``context_id``, ``subscribers`` -- see
+    ``cache_bytes``, ``context_id``, ``subscribers``, ``diff_chars`` -- see
     :class:`~toolfs.policy.PolicyFileSystem`; ``max_output_chars`` (default 100,000):
-    the character budget of what :meth:`execute` returns to the model.
+    the character budget of what :meth:`execute` returns to the model (a ``stale``
+    refusal's diff is kept within it: ``diff_chars`` defaults to what fits).
+    ``Workspace(..., policy=toolfs.Policy(on_stale="merge"))`` merges a change made from
+    an outdated version when it does not overlap the other change (docs/policy.md).
     """
 
     def __init__(
@@ -109,6 +118,10 @@ class Workspace:
             self._options = {"policy": policy, **options}
             self.max_output_chars = check_output_budget(
                 options.pop("max_output_chars", MAX_OUTPUT_CHARS))
+            # A stale refusal's diff is shown whole in the model's text or counts for
+            # nothing: it must fit the output budget.
+            options.setdefault("diff_chars",
+                               min(DIFF_CHARS, diff_budget(self.max_output_chars)))
             self.audit = AuditLog()
             subscribers = [self.audit, *options.pop("subscribers", [])]
             self.fs = PolicyFileSystem(fs, path, policy=policy, subscribers=subscribers,

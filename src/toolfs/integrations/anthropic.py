@@ -63,7 +63,13 @@ from toolfs import tools
 from toolfs.errors import ADVICE, FsError, fs_error
 from toolfs.policy.filesystem import Found, PolicyFileSystem
 from toolfs.policy.paths import Target
-from toolfs.render import MAX_LINE_CHARS, ToolOutput, number_line, render_output
+from toolfs.render import (
+    MAX_LINE_CHARS,
+    ToolOutput,
+    error_diff,
+    number_line,
+    render_output,
+)
 from toolfs.results import (
     EditResult,
     ListEntry,
@@ -344,8 +350,10 @@ class _Engine:
         advice = err.advice if specific else self.advice.get(err.code, err.advice)
         if len(message) > 4000:
             message = message[:4000] + "..."
-        return ToolOutput(text=f"Error [{err.code}]: {message}\n{advice}", value=None,
-                          error=err, max_chars=self.ws.max_output_chars)
+        head = f"Error [{err.code}]: {message}\n"
+        diff = error_diff(err, self.ws.max_output_chars - len(head) - len(advice) - 1)
+        return ToolOutput(text=f"{head}{diff}{advice}", value=None, error=err,
+                          max_chars=self.ws.max_output_chars)
 
     # -- paths ---------------------------------------------------------------------
 

@@ -147,6 +147,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--deny", metavar="GLOB", action="append", default=[],
                        help="refuse paths matching GLOB (gitignore style; repeatable), "
                        "e.g. --deny '.git/**' --deny .env")
+    serve.add_argument("--on-stale", choices=("refuse", "merge"), default="refuse",
+                       help="a change made from an outdated version: refuse it with the diff "
+                       "since (default), or merge it when it does not overlap the other "
+                       "change")
     serve.add_argument("-o", "--option", metavar="KEY=VALUE", action="append", default=[],
                        type=_storage_option,
                        help="storage option for the filesystem (repeatable); JSON values "
@@ -261,10 +265,12 @@ def _serve(args: argparse.Namespace) -> int:
         except ValueError as exc:
             source = "--token" if args.token else TOKEN_ENV
             raise UsageError(f"{source}: {exc}") from None
+    from toolfs.policy.rules import Policy
     from toolfs.workspace import Workspace
 
     workspace = Workspace(args.url, options or None, root=args.root,
-                          read_only=args.read_only, deny=tuple(args.deny))
+                          read_only=args.read_only, deny=tuple(args.deny),
+                          policy=Policy(on_stale=args.on_stale))
     workspace.check_root()  # a missing bucket is said now, not on every call
     server = ToolfsMCP(workspace, redact=redact, tools=args.tools)
     with _log_to_stderr(redact):

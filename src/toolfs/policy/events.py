@@ -40,6 +40,12 @@ class FsEvent(BaseModel):
     reason: str | None = None
     """For ``fs/denied``: the error code and message."""
     at: float = Field(default_factory=time.time)
+    diff: str | None = None
+    """For ``fs/write-intent``: the unified diff of the change about to be committed
+    (from the version it replaces; a new file diffs from nothing), so that an approval
+    hook can show it. ``None`` when the replaced bytes are not held (an unconditional
+    overwrite), either side is not text, or the diff is over the policy's ``diff_chars``
+    or work cap. Only events given to subscribers carry it: the audit log keeps none."""
 
 
 class Veto(Exception):
@@ -60,14 +66,16 @@ Subscriber = Callable[[FsEvent], None]
 # AuditLog.record), which is every workspace's default: two events per write.
 _Record = tuple[EventType, str, Operation, str, FileVersion | None, FileVersion | None,
                 str | None, float]
-_FIELDS = tuple(FsEvent.model_fields)
+_FIELDS = tuple(name for name in FsEvent.model_fields if name != "diff")
 # The fields a validated FsEvent(...) call names (``at`` comes from its default).
 EVENT_FIELDS_SET = frozenset(_FIELDS) - {"at"}
 
 
 def _event_of(record: _Record) -> FsEvent:
     # Every value came from an FsEvent or from the policy, valid by construction.
-    return trusted(FsEvent, EVENT_FIELDS_SET, dict(zip(_FIELDS, record, strict=True)))
+    values: dict[str, object] = dict(zip(_FIELDS, record, strict=True))
+    values["diff"] = None
+    return trusted(FsEvent, EVENT_FIELDS_SET, values)
 
 
 class AuditEvents(Sequence[FsEvent]):

@@ -32,16 +32,18 @@ so the tool's answer always matches what happened on storage.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import io
 import itertools
 import logging
 import os
+import random
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, ClassVar, Literal, get_args
 
@@ -50,8 +52,10 @@ from fsspec.spec import AbstractFileSystem
 from toolfs._trusted import trusted
 from toolfs.backends import Create, Overwrite, PutMode, Store, Update, store_for, unwrapped
 from toolfs.backends.base import Blob
+from toolfs.diff import text_diff
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable
+from toolfs.merge import Rebased, merge_write
 from toolfs.policy.events import (
     EVENT_FIELDS_SET,
     AuditLog,
@@ -71,11 +75,34 @@ MiB = 1024 * 1024
 # case-insensitive exact match is offered (difflib is quadratic-ish per name).
 SIBLINGS_FUZZY_LIMIT = 2_000
 SIBLINGS_SCAN_LIMIT = 100_000
-_COMMIT_STRIPES = 64
+_COMMIT_STRIPES = 256
+# Commits to one file from this process take turns (one re-entrant lock per stripe of
+# paths, shared by every context): a commit and the ledger update after it happen in
+# one turn, so a context's ledger never goes back to a version it already replaced; and
+# a merge fetches, merges and commits in one turn, so that contexts of one process never
+# collide with each other. Between processes (and machines) the conditional write alone
+# decides, and a merge that meets another change retries (MERGE_RETRIES).
+_TURNS = [threading.RLock() for _ in range(_COMMIT_STRIPES)]
+
+
+def _turn(key: str) -> threading.RLock:
+    return _TURNS[hash(key) % _COMMIT_STRIPES]
 # A whole-file read that takes two requests starts over when the file changes between
 # them (the rest is pinned to the first block's version); after this many tries it gives
 # up with ``stale``, so a file rewritten without pause cannot hold a read forever.
 READ_ATTEMPTS = 3
+# A merge (``Policy(on_stale="merge")``) whose conditional commit meets yet another
+# change is retried on that one up to this many times, then is ``stale``; before each
+# retry it waits a random time up to MERGE_BACKOFF * 2**retry seconds, so that agents
+# racing on one file spread out instead of colliding again (at most ~0.06 s in all).
+MERGE_RETRIES = 3
+MERGE_BACKOFF = 0.004
+DIFF_CHARS = 20_000
+"""Default character budget of the diff a ``stale`` refusal or a write-intent event
+carries (``diff_chars``); a ``Workspace`` lowers it to fit its output budget."""
+
+Rebase = Callable[[bytes], Rebased | None]
+"""Moves a change onto the current bytes of its file (``None``: it does not apply)."""
 _OPERATIONS: frozenset[str] = frozenset(get_args(Operation))
 _log = logging.getLogger("toolfs.events")
 
@@ -105,6 +132,11 @@ class Commit:
     created: bool
     version: FileVersion
     size: int
+    merged: bool = False
+    """The change was made from an older version and merged onto a newer one."""
+    theirs: tuple[tuple[int, int], ...] = ()
+    """When ``merged``: the other writer's change, as 1-based ``(first, last)`` line
+    ranges of the stored file (``first == last + 1``: lines removed there)."""
 
 
 class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
@@ -127,6 +159,9 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         block_size: bytes per request when streaming a file over ``size_cap``.
         cache_bytes: memory bound of the observed-content cache.
         store: the conditional-store adapter (default: chosen by ``fs``'s type).
+        diff_chars: the most characters of diff a ``stale`` refusal (or a write-intent
+            event) carries; a refusal whose whole diff fits counts as an observation of
+            the current version.
     """
 
     protocol: ClassVar[str] = "toolfs"
@@ -154,6 +189,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         ls_limit: int = 1_000,
         max_in_flight: int = 16,
         gitignore: bool = True,
+        diff_chars: int = DIFF_CHARS,
     ) -> None:
         super().__init__()
         if store is None:  # a DirFileSystem over a known backend gets that backend's store
@@ -193,9 +229,10 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         """Reads ``grep`` keeps outstanding on remote backends."""
         self.gitignore = gitignore
         """``grep`` skips what ``.gitignore`` files inside the root ignore."""
-        # A commit and the ledger update after it happen under one lock per file (striped),
-        # so this context's ledger never goes back to a version it has already replaced.
-        self._commit_locks = [threading.Lock() for _ in range(_COMMIT_STRIPES)]
+        if isinstance(diff_chars, bool) or not isinstance(diff_chars, int) or diff_chars < 0:
+            raise fs_error("invalid_arguments", "diff_chars must be a non-negative integer")
+        self.diff_chars = diff_chars
+        """Most characters of diff a ``stale`` refusal or write-intent event carries."""
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -212,10 +249,12 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
 
     def _event(self, type_: EventType, op: Operation, target: Target, *,
                before: FileVersion | None, after: FileVersion | None,
-               reason: str | None) -> FsEvent | None:
+               reason: str | None,
+               diff: Callable[[], str | None] | None = None) -> FsEvent | None:
         """The event for the subscribers; ``None`` when it was kept already, because the
         only subscriber is an :class:`AuditLog` (the default): it keeps the values, and no
-        :class:`FsEvent` is made unless someone looks (two per write)."""
+        :class:`FsEvent` is made unless someone looks (two per write). ``diff`` makes
+        the event's diff, only when an event is made."""
         path = target.resolved or target.display  # `reached`, without the property
         if not path.isascii():
             path = escape_undecodable(path)
@@ -227,19 +266,23 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             if len(subscribers) == 1 and type(subscribers[0]) is AuditLog:
                 subscribers[0].record(type_, self.context_id, op, path, before, after, why)
                 return None
-            return trusted(FsEvent, EVENT_FIELDS_SET, {
+            shown = diff() if diff is not None else None
+            return trusted(FsEvent, EVENT_FIELDS_SET | ({"diff"} if shown else set()), {
                 "type": type_, "context_id": self.context_id, "operation": op,
                 "path": path, "version_before": before, "version_after": after,
-                "reason": why, "at": time.time()})
+                "reason": why, "at": time.time(), "diff": shown})
         return FsEvent(type=type_, context_id=self.context_id, operation=op, path=path,
-                       version_before=before, version_after=after, reason=why)
+                       version_before=before, version_after=after, reason=why,
+                       diff=diff() if diff is not None else None)
 
     def _before(self, type_: EventType, op: Operation, target: Target, *,
-                before: FileVersion | None = None, after: FileVersion | None = None) -> None:
+                before: FileVersion | None = None, after: FileVersion | None = None,
+                diff: Callable[[], str | None] | None = None) -> None:
         """Emit a before-event; any subscriber error refuses the operation (``denied``)."""
         if not self.subscribers:
             return
-        event = self._event(type_, op, target, before=before, after=after, reason=None)
+        event = self._event(type_, op, target, before=before, after=after, reason=None,
+                            diff=diff)
         if event is None:
             return
         for sub in list(self.subscribers):
@@ -453,17 +496,18 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             blob = self._get(target, length=self.size_cap + 1)
             self._check_cap(target, blob.size)
             return ObservedFile(self, target, blob.version, blob.size, blob.data)
-        if obs is None or obs.version is None:
-            probe = self._get(target, length=1)  # raises not_found when absent
-            if obs is None:
-                raise self._fail(fs_error(
-                    "not_observed",
-                    f"{target.display} exists but was not read in this context; read it "
-                    "before changing it", path=target.display), target, "edit")
+        if obs is None:
+            self._get(target, length=1)  # raises not_found when absent
             raise self._fail(fs_error(
-                "stale", f"{target.display} was created since you saw it absent",
-                path=target.display,
-                details={"current_version": str(probe.version)}), target, "edit")
+                "not_observed",
+                f"{target.display} exists but was not read in this context; read it "
+                "before changing it", path=target.display), target, "edit")
+        if obs.version is None:
+            created = self._get(target, length=self.size_cap + 1)  # not_found if absent
+            found = fs_error("stale", f"{target.display} was created since you saw it "
+                             "absent", path=target.display)
+            raise self._fail(self._shown_change(target, found, b"", None, created),
+                             target, "edit")
         if obs.size is not None:
             self._check_cap(target, obs.size)
         if cached is not None:
@@ -573,10 +617,23 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         return pending.commit(bytes(value))
 
     def _commit(self, target: Target, data: bytes, put: PutMode, op: Operation, *,
-                exclusive: bool = False) -> Commit:
+                exclusive: bool = False, rebase: Rebase | None = None) -> Commit:
         """Store ``data`` on condition ``put``; the one place every change goes through.
         ``exclusive``: a create that never replaces a file (``xb``, ``mode="create"``),
-        whatever was observed."""
+        whatever was observed. An update whose version is outdated goes to
+        :meth:`_resolve_stale` (merged, or refused with the diff); ``rebase`` moves it
+        onto newer bytes there (default: a three-way line merge)."""
+        outcome = self._store_put(target, data, put, op, exclusive=exclusive)
+        if isinstance(outcome, Commit):
+            return outcome
+        return self._resolve_stale(target, data, put, op, outcome, exclusive=exclusive,
+                                   rebase=rebase)
+
+    def _store_put(self, target: Target, data: bytes, put: PutMode, op: Operation, *,
+                   exclusive: bool = False) -> Commit | FsError:
+        """One conditional store of ``data``: the commit, or the refusal of an outdated
+        condition (``stale``/``not_observed``, explained, not yet reported); every
+        other failure is raised."""
         # The checks of _check_writable and _check_cap, called only when they can refuse.
         if self.read_only or self.deny:
             self._check_writable(target, op)
@@ -585,9 +642,10 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             self._check_cap(target, size, "write" if op == "write" else "change")
         before = put.expected if isinstance(put, Update) else None
         if self.subscribers:
-            self._before("fs/write-intent", op, target, before=before)
+            self._before("fs/write-intent", op, target, before=before,
+                         diff=lambda: self._intent_diff(target, put, data))
         key = target.backend_path
-        with self._commit_locks[hash(key) % _COMMIT_STRIPES]:
+        with _turn(key):
             if isinstance(put, Overwrite):
                 # Unconditional: try a create first, so the result can say which it was.
                 created = True
@@ -602,13 +660,138 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
                     version = self.store.put(key, data, put)
                 except FsError as err:
                     if err.code == "stale":
-                        err = self._explain_stale(target, put, err, exclusive=exclusive)
+                        return self._explain_stale(target, put, err, exclusive=exclusive)
                     raise self._fail(err, target, op) from err.__cause__
                 created = isinstance(put, Create)
             self.ledger.record(key, version, size=size, content=data)
         if self.subscribers:
             self._notify("fs/written", op, target, before=before, after=version)
         return Commit(path=target.display, created=created, version=version, size=size)
+
+    def _intent_diff(self, target: Target, put: PutMode, data: bytes) -> str | None:
+        """The diff a write-intent event shows: from the bytes the change replaces (none
+        for a create; the observed ones for an update, when held) to ``data``."""
+        if isinstance(put, Create):
+            old: bytes | None = b""
+        elif isinstance(put, Update):
+            old = put.known if put.known is not None else \
+                self.ledger.content(target.backend_path, put.expected)
+        else:
+            old = None
+        if old is None:
+            return None
+        shown = escape_undecodable(target.display)
+        try:
+            diff = text_diff(old, data, old_label=f"{shown} (now)",
+                             new_label=f"{shown} (after this change)",
+                             max_chars=self.diff_chars)
+        except FsError:  # not text
+            return None
+        return diff.text if diff is not None and diff.complete else None
+
+    # -- outdated changes: the diff since, and merging ---------------------------------
+
+    def _resolve_stale(self, target: Target, data: bytes, put: PutMode, op: Operation,
+                       err: FsError, *, exclusive: bool, rebase: Rebase | None) -> Commit:
+        """Answer a commit refused because the file changed since the version it was
+        made from. With ``Policy(on_stale="merge")``, move the change onto the current
+        bytes (``rebase``, default :func:`~toolfs.merge.merge_write`) and commit on
+        exactly their version, retried :data:`MERGE_RETRIES` times; otherwise, or when it
+        does not apply, raise ``stale`` with the diff since the observed version
+        (:meth:`_shown_change`)."""
+        base = None if exclusive or err.code != "stale" else self._observed_bytes(target, put)
+        if base is None:  # nothing to diff from (or to merge): read it again
+            raise self._fail(err, target, op) from err.__cause__
+        expected = put.expected if isinstance(put, Update) else None
+        current: Blob | FsError | None = _UNFETCHED
+        if self.policy is not None and self.policy.on_stale == "merge":
+            # One turn for the fetch, the merge and the commit (see _TURNS), unless a
+            # write-intent hook would run inside it: a hook (a person approving) must
+            # never hold up the other contexts' commits.
+            hooks = any(type(sub) is not AuditLog for sub in self.subscribers)
+            for attempt in range(1 + MERGE_RETRIES):
+                if attempt:
+                    time.sleep(random.uniform(0, MERGE_BACKOFF * 2**attempt))
+                with contextlib.nullcontext() if hooks else _turn(target.backend_path):
+                    current = self._current(target)
+                    if not isinstance(current, Blob) or not current.complete:
+                        break
+                    rebased = rebase(current.data) if rebase is not None else \
+                        merge_write(base, data, current.data)
+                    if rebased is None:
+                        break
+                    outcome = self._store_put(target, rebased.data,
+                                              Update(current.version, known=current.data), op)
+                if isinstance(outcome, Commit):
+                    return replace(outcome, merged=True, theirs=rebased.theirs)
+                err, current = outcome, _UNFETCHED  # changed again meanwhile
+        if current is _UNFETCHED:
+            current = self._current(target)
+        shown = err if isinstance(current, FsError) else \
+            self._shown_change(target, err, base, expected, current)
+        raise self._fail(shown, target, op) from err.__cause__
+
+    def _observed_bytes(self, target: Target, put: PutMode) -> bytes | None:
+        """The bytes of the version a refused change was made from: none for a file seen
+        absent; an update's, when the caller or the ledger still holds them."""
+        if isinstance(put, Create):
+            return b""
+        if isinstance(put, Update):
+            return put.known if put.known is not None else \
+                self.ledger.content(target.backend_path, put.expected)
+        return None
+
+    def _current(self, target: Target) -> Blob | FsError | None:
+        """The file now, whole up to the cap (``None``: deleted; an error: unknown)."""
+        try:
+            return self.store.get(target.backend_path, length=self.size_cap + 1)
+        except FsError as err:
+            return None if err.code == "not_found" and not err.details.get("bucket") else err
+
+    def _shown_change(self, target: Target, err: FsError, base: bytes,
+                      expected: FileVersion | None, current: Blob | None) -> FsError:
+        """``stale`` with what changed since ``base`` (the bytes of version ``expected``,
+        or none for a file seen absent): ``details["diff"]`` and ``diff_complete``. When
+        the whole change is shown, this context has now seen the current version and the
+        ledger records it (``counts_as_read``), unless a parallel call of this context
+        already recorded another version."""
+        key, display = target.backend_path, escape_undecodable(target.display)
+        details = {k: v for k, v in err.details.items() if k != "current_version"}
+        if current is None:
+            counts = self.ledger.record_if(key, expected, None)
+            details.update(deleted=True, diff=None, diff_complete=True, counts_as_read=counts)
+            message = f"{display} was deleted since you read it"
+        else:
+            diff, why = None, f"it is now over the {self.size_cap}-byte cap"
+            if current.complete:
+                why = "the change is too large to show"
+                try:
+                    diff = text_diff(base, current.data, max_chars=self.diff_chars,
+                                     old_label=f"{display} (as you read it)",
+                                     new_label=f"{display} (now)")
+                except FsError:
+                    why = "it is not text, so the change cannot be shown"
+            complete = diff is not None and diff.complete
+            counts = complete and self.ledger.record_if(
+                key, expected, current.version, size=current.size, content=current.data)
+            details.update(current_version=str(current.version),
+                           diff=diff.text if diff is not None else None,
+                           diff_complete=complete, counts_as_read=counts)
+            message = err.message if diff is not None else f"{err.message}; {why}"
+        out = fs_error("stale", message, path=target.display, details=details)
+        out.__cause__ = err.__cause__
+        return out
+
+    def stale_since(self, target: Target, err: FsError, base: bytes | None,
+                    expected: FileVersion | None) -> FsError:
+        """A ``stale`` found while reading (an edit's text no longer matches), with the
+        diff since ``base`` as for a refused commit; ``err`` unchanged without ``base``."""
+        if base is None:
+            return err
+        current = self._current(target)
+        if isinstance(current, FsError):
+            return err
+        return self._shown_change(target, err, base, expected, current)
 
     def _put(self, target: Target, data: bytes, put: PutMode, op: Operation) -> FileVersion:
         try:
@@ -748,7 +931,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         self._check_writable(target, "delete")
         before = mode.expected if isinstance(mode, Update) else None
         self._before("fs/write-intent", "delete", target, before=before)
-        with self._commit_locks[hash(target.backend_path) % _COMMIT_STRIPES]:
+        with _turn(target.backend_path):
             try:
                 self.store.delete(target.backend_path, mode)
             except FsError as err:
@@ -1051,6 +1234,10 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
                 f"context_id={self.context_id!r})")
 
 
+_UNFETCHED: FsError = fs_error("backend_error", "not fetched")
+"""Marks the current bytes as not fetched yet (no request made)."""
+
+
 def _root_not_a_file(target: Target) -> FsError:
     """``not_a_file`` for a path that reaches the root: by its name (``.``) or through a
     symlink inside the root (``self -> .``, ``docs/up -> ..``). The root is a directory,
@@ -1086,24 +1273,36 @@ class ObservedFile(io.RawIOBase):
         self._pos = 0
 
     def verify(self) -> None:
-        """Raise ``stale`` if the file is no longer at ``version`` (one small request)."""
+        """Raise ``stale`` if the file is no longer at ``version`` (one small request),
+        with the diff since, as a refused commit shows it."""
         try:
-            self._owner._get(self._target, length=1, if_version=self.version)
+            self._owner._get(self._target, length=1, if_version=self.version,
+                             restartable=True)
         except FsError as err:
-            if err.code != "not_found":
+            if err.code not in ("stale", "not_found") or err.details.get("bucket"):
                 raise
-            raise fs_error("stale", f"{self.path} was deleted since you read it",
-                           path=self.path) from err
+            owner = self._owner
+            base = self._buf if self.complete else None
+            found = fs_error("stale", f"{self.path} changed since you read it", path=self.path)
+            found.__cause__ = err
+            raise owner._fail(owner.stale_since(self._target, found, base, self.version),
+                              self._target, "edit") from err
 
-    def commit(self, data: bytes, *, operation: Operation = "edit") -> Commit:
+    def commit(self, data: bytes, *, operation: Operation = "edit",
+               rebase: Rebase | None = None) -> Commit:
         """Store ``data`` -- bytes derived from this file -- only if the file is still at
-        ``version`` (else ``stale``), whatever the policy. This is how an edit lands: the
-        condition is the version its bytes were computed from, not a later ledger entry."""
+        ``version``, whatever the policy. This is how an edit lands: the condition is the
+        version its bytes were computed from, not a later ledger entry. If the file
+        changed since, the answer is ``stale`` with the diff, or with
+        ``Policy(on_stale="merge")`` the change merged onto the current bytes by
+        ``rebase`` (default: a three-way line merge of these bytes, ``data`` and the
+        current bytes; ``Commit.merged``)."""
         # The bytes of `version` go along (when whole), so that a digest store can
         # compare the file with them rather than hash it again.
         known = self._buf if self._buf_start == 0 and len(self._buf) == self.size else None
         return self._owner._commit(self._target, bytes(data),
-                                   Update(self.version, known=known), operation)
+                                   Update(self.version, known=known), operation,
+                                   rebase=rebase)
 
     def delete(self) -> None:
         """Delete the file only if it is still at ``version`` (else ``stale``), whatever
@@ -1200,7 +1399,10 @@ class PendingWrite:
         return self._target.display
 
     def commit(self, data: bytes) -> Commit:
-        """Store ``data`` if the condition still holds (else ``stale``/``not_observed``)."""
+        """Store ``data`` if the condition still holds (else ``stale``/``not_observed``;
+        ``stale`` carries the diff since the observed version, and with
+        ``Policy(on_stale="merge")`` a non-overlapping change is merged instead: see
+        :meth:`ObservedFile.commit`)."""
         return self._owner._commit(self._target, bytes(data), self.mode, self.operation,
                                    exclusive=self.exclusive)
 

@@ -58,23 +58,44 @@ class Ledger:
     def record(self, key: str, version: FileVersion | None, *, size: int | None = None,
                content: bytes | None = None) -> None:
         """Remember that ``key`` is at ``version`` (None: absent), with its bytes if known."""
+        obs = self._observation(version, size)
+        with self._lock:
+            self._keep(key, obs, content)
+
+    def record_if(self, key: str, expected: FileVersion | None, version: FileVersion | None,
+                  *, size: int | None = None, content: bytes | None = None) -> bool:
+        """:meth:`record` only if ``key`` is still observed at ``expected`` (``None``:
+        seen absent), so that a parallel call that recorded a newer version is never
+        undone; whether it recorded."""
+        obs = self._observation(version, size)
+        with self._lock:
+            current = self._obs.get(key)
+            if current is None or current.version != expected:
+                return False
+            self._keep(key, obs, content)
+            return True
+
+    @staticmethod
+    def _observation(version: FileVersion | None, size: int | None) -> Observation:
         if (size is None or type(size) is int) and (
                 version is None or type(version) is FileVersion):
             # The values a store or the policy made: no validation (toolfs._trusted).
-            obs = trusted(Observation, _OBS_SET, {"version": version, "size": size,
-                                                  "at": time.time()})
-        else:
-            obs = Observation(version=version, size=size)
-        with self._lock:
-            self._obs[key] = obs
-            old = self._cache.pop(key, None)  # _drop, written out
-            if old is not None:
-                self._cached_total -= len(old[1])
-            if content is not None and version is not None and len(content) <= self.cache_bytes:
-                self._cache[key] = (version, content)
-                self._cached_total += len(content)
-                while self._cached_total > self.cache_bytes:
-                    self._drop(next(iter(self._cache)))
+            return trusted(Observation, _OBS_SET, {"version": version, "size": size,
+                                                   "at": time.time()})
+        return Observation(version=version, size=size)
+
+    def _keep(self, key: str, obs: Observation, content: bytes | None) -> None:
+        """Store ``obs`` and its bytes (the lock held)."""
+        self._obs[key] = obs
+        old = self._cache.pop(key, None)  # _drop, written out
+        if old is not None:
+            self._cached_total -= len(old[1])
+        version = obs.version
+        if content is not None and version is not None and len(content) <= self.cache_bytes:
+            self._cache[key] = (version, content)
+            self._cached_total += len(content)
+            while self._cached_total > self.cache_bytes:
+                self._drop(next(iter(self._cache)))
 
     def observed(self, key: str) -> tuple[Observation | None, bytes | None]:
         """The observation of ``key`` and the cached bytes of its version, if held (one
