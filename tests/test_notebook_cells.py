@@ -9,7 +9,6 @@ gives back the original bytes exactly.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import difflib
 import itertools
 import json
@@ -523,6 +522,15 @@ def test_notebooks_on_every_backend(backend: Backend) -> None:
                                        "new_source": "mine"})
     assert out.error is not None and out.error.code == "stale"
     assert loaded(backend.get(NB))["cells"][0]["source"] == nb["cells"][0]["source"]
+    # with merge mode, two agents' changes to different cells both land
+    a = backend.workspace(policy=Policy(on_stale="merge"))
+    b = a.new_context()
+    a.read(NB)
+    b.read(NB)
+    a.notebook_edit(NB, "intro", "# A")
+    assert b.notebook_edit(NB, "fail", "1 / 3").merged
+    nb = loaded(backend.get(NB))
+    assert nb["cells"][0]["source"] == ["# A"] and nb["cells"][4]["source"] == ["1 / 3"]
 
 
 def test_every_writers_round_trips_on_every_backend(backend: Backend) -> None:
@@ -604,24 +612,50 @@ def test_two_agents_on_different_cells_refuse_mode_the_second_is_stale() -> None
     assert nb["cells"][0]["source"] == ["# A"] and nb["cells"][3]["source"] == ["1"]
 
 
-# Runs by itself once Policy has on_stale (the merge issue); until then it is skipped.
-_MERGE = "on_stale" in {f.name for f in dataclasses.fields(Policy)}
-
-
-@pytest.mark.skipif(not _MERGE, reason="Policy(on_stale='merge') is not in this build yet")
-def test_two_agents_on_different_cells_merge_mode_both_land() -> None:
-    """With merge mode, two agents' changes to different cells of one notebook both land
-    and the result is still a valid notebook."""
-    a = setup_ws(WRITERS["nbformat"])
-    merge = Policy(on_stale="merge")  # type: ignore[call-arg]
-    a = toolfs.Workspace(a.fs.fs, root=a.fs.jail.root, policy=merge)
+def _merging_agents() -> tuple[toolfs.Workspace, toolfs.Workspace]:
+    first = setup_ws(WRITERS["nbformat"])
+    a = toolfs.Workspace(first.fs.fs, root=first.fs.jail.root,
+                         policy=Policy(on_stale="merge"))
     b = a.new_context()
     a.read(NB)
     b.read(NB)
+    return a, b
+
+
+def test_two_agents_on_different_cells_merge_mode_both_land() -> None:
+    """With merge mode, two agents' changes to different cells of one notebook both land
+    (each mode, and edit), and the result is still a valid notebook."""
+    a, b = _merging_agents()
     a.notebook_edit(NB, "intro", "# A")
-    b.notebook_edit(NB, "fail", "1 / 1")
+    out = b.execute("notebook_edit", {"file_path": NB, "cell_id": "fail",
+                                      "new_source": "1 / 1"})
+    assert isinstance(out.value, NotebookEditResult), out.text
+    assert out.value.merged and out.value.outputs_cleared
+    assert "had changed since you read it, in other cells" in out.text
+    inserted = a.notebook_edit(NB, "notes", "# end", "markdown", "insert")
+    deleted = b.notebook_edit(NB, "empty", "", edit_mode="delete")
+    edited = a.edit(NB, "plot(df)", "plot(df2)")
     nb = loaded(raw(a))
-    assert nb["cells"][0]["source"] == ["# A"] and nb["cells"][3]["source"] == ["1 / 1"]
+    assert [c["id"] for c in nb["cells"]] == [
+        "intro", "load-data", "plot_1", "fail", "notes", inserted.cell_id]
+    assert nb["cells"][0]["source"] == ["# A"] and nb["cells"][2]["source"] == ["plot(df2)"]
+    assert nb["cells"][3]["source"] == ["1 / 1"] and nb["cells"][3]["outputs"] == []
+    assert deleted.action == "deleted" and isinstance(edited, NotebookEditResult)
+
+
+def test_merge_mode_refuses_a_change_to_a_cell_changed_since() -> None:
+    a, b = _merging_agents()
+    a.notebook_edit(NB, "plot_1", "mine")
+    for call in ({"file_path": NB, "cell_id": "plot_1", "new_source": "theirs"},
+                 {"file_path": NB, "cell_id": "plot_1", "new_source": "",
+                  "edit_mode": "delete"}):
+        out = b.execute("notebook_edit", call)
+        assert out.error is not None and out.error.code == "stale", out.text
+        b.read(NB)  # (a refusal with the whole diff also counts as a read)
+        a.notebook_edit(NB, "plot_1", f"mine again {len(call)}")
+    out = b.execute("edit", {"file_path": NB, "old_string": "mine again", "new_string": "x"})
+    assert out.error is not None and out.error.code == "stale"
+    assert "".join(loaded(raw(a))["cells"][2]["source"]) == "mine again 4"
 
 
 def test_parallel_calls_of_one_context_never_lose_an_update() -> None:

@@ -151,11 +151,15 @@ def notebook_edit_view(r: NotebookEditResult, max_chars: int
     elif r.action == "inserted":
         head = f"Inserted {cell} into {path}; the notebook has {r.total_cells} cells."
     elif r.action == "deleted":
-        return (f"Deleted {cell} from {path}; the notebook has {r.total_cells} cells.",
-                r.model_copy(update={"path": path}))
+        head = f"Deleted {cell} from {path}; the notebook has {r.total_cells} cells."
     else:
         cleared = "; its outputs and execution count were cleared" if r.outputs_cleared else ""
         head = f"Replaced the source of {cell} in {path}{cleared}."
+    if r.merged:
+        head += (" The notebook had changed since you read it, in other cells: the change "
+                 "was made on its current version.")
+    if r.action == "deleted":
+        return head, r.model_copy(update={"path": path})
     if not r.source:
         return f"{head}\n(The cell's source is now empty.)", r.model_copy(update={"path": path})
     room = max_chars - len(head) - _FOOTER_ROOM

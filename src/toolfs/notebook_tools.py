@@ -16,11 +16,14 @@ from __future__ import annotations
 import base64
 import binascii
 import difflib
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from toolfs import tools
 from toolfs._trusted import trusted
 from toolfs.errors import FsError, fs_error
+from toolfs.merge import Rebased
 from toolfs.notebook import (
     Cell,
     CellType,
@@ -205,6 +208,30 @@ def image_bytes(cell: Cell, n: int) -> tuple[str, bytes] | None:
 # -- edit ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Change:
+    """One change planned on a parsed notebook: its splices and what the result says."""
+
+    splices: list[Splice]
+    action: Literal["edited", "replaced", "inserted", "deleted"]
+    cell_id: str
+    index: int
+    """1-based position of the cell (before a delete, after an insert)."""
+    cell_type: str
+    total: int
+    source: str
+    replacements: int = 0
+    changed: tuple[str, ...] = ()
+    cleared: bool = False
+    anchors: tuple[str, ...] = ()
+    """Cells the change rests on: they must be as they were for it to move onto a newer
+    version of the notebook (``Policy(on_stale="merge")``)."""
+
+
+# A change planned on a notebook; raises FsError when it does not apply.
+_Plan = Callable[[Notebook], _Change]
+
+
 def edit(fs: PolicyFileSystem, args: EditArgs) -> EditResult | NotebookEditResult:
     """``edit``: in a notebook, ``old_string`` is matched in the cells' sources."""
     return edit_file(fs, args.file_path, args.old_string, args.new_string, args.replace_all)
@@ -216,28 +243,78 @@ def edit_file(fs: PolicyFileSystem, file_path: str, old_string: str, new_string:
     if not is_notebook_path(file_path):
         return tools.edit_file(fs, file_path, old_string, new_string, replace_all)
     with fs.open(file_path, "rb", intent="edit") as f:
-        data = f.read()
-        doc = decode(data, f.path)
+        doc = decode(f.read(), f.path)
         try:
             nb = parse(doc.text)
         except NotANotebook:
             nb = None
         if nb is None:  # edited as the text it is (an agent repairing it)
-            del doc, data
+            del doc
             return tools.edit_file(fs, file_path, old_string, new_string, replace_all)
-        try:
-            splices, changed, count = _source_edit(nb, f.path, old_string, new_string,
-                                                   replace_all)
-        except FsError:
-            if f.cached:  # matched against an outdated read: "read it again" helps more
-                f.verify()
-            raise
         tools._check_text(new_string, f.path)
-        first = changed[0]
-        commit = _commit(fs, f, nb, splices, doc.bom)
-        new_source = first.source.replace(*_normalized(nb, old_string, new_string))
-    return _edit_result(commit, "edited", first, total=len(nb.cells), source=new_source,
-                        replacements=count, changed=[c.handle for c in changed])
+
+        def plan(on: Notebook) -> _Change:
+            return _source_edit(on, f.path, old_string, new_string, replace_all)
+
+        return _land(fs, f, nb, doc.bom, plan)
+
+
+def _land(fs: PolicyFileSystem, f: ObservedFile, nb: Notebook, bom: bool, plan: _Plan
+          ) -> NotebookEditResult:
+    """Plan the change on ``nb`` and commit it through ``f``. If the notebook changed
+    since and the policy merges, the same change is planned again on the current
+    notebook, when the cells it rests on are as they were (else ``stale``, with the
+    diff)."""
+    try:
+        change = plan(nb)
+    except FsError:
+        if f.cached:  # planned on an outdated read: "read it again" helps more
+            f.verify()
+        raise
+    data = _encode(fs, f.path, nb, change.splices, bom)
+    moved: list[_Change] = []
+
+    def rebase(current: bytes) -> Rebased | None:
+        try:
+            doc = decode(current, f.path)
+            now = parse(doc.text)
+            again = plan(now)
+            if not _rests_on_the_same(nb, now, change, again):
+                return None
+            moved[:] = [again]
+            return Rebased(_encode(fs, f.path, now, again.splices, doc.bom), ())
+        except (FsError, NotANotebook):
+            return None
+
+    commit = f.commit(data, operation="edit", rebase=rebase)
+    done = moved[0] if commit.merged and moved else change
+    return NotebookEditResult(
+        path=commit.path, action=done.action, version=commit.version, cell_id=done.cell_id,
+        index=done.index, cell_type=done.cell_type, total_cells=done.total,
+        replacements=done.replacements, cells_changed=list(done.changed),
+        outputs_cleared=done.cleared, source=_source_lines(done.source)[:SOURCE_SNIPPET_LINES],
+        merged=commit.merged)
+
+
+def _rests_on_the_same(base: Notebook, now: Notebook, planned: _Change, again: _Change
+                       ) -> bool:
+    """Whether a change planned again on a newer notebook does what it did on the one
+    it was made from: the same cells, each as it was (type, source; for a delete, the
+    whole cell); cells without ids are found by position, so their number must not
+    have changed."""
+    if (planned.anchors, planned.changed) != (again.anchors, again.changed):
+        return False
+    if not base.uses_ids and len(base.cells) != len(now.cells):
+        return False
+    for handle in planned.anchors:
+        a, b = base.find(handle), now.find(handle)
+        if a is None or b is None:
+            return False
+        if planned.action == "deleted" and a.value != b.value:
+            return False
+        if (a.cell_type, a.source) != (b.cell_type, b.source):
+            return False
+    return True
 
 
 def _normalized(nb: Notebook, old: str, new: str) -> tuple[str, str]:
@@ -248,8 +325,7 @@ def _normalized(nb: Notebook, old: str, new: str) -> tuple[str, str]:
     return old, new
 
 
-def _source_edit(nb: Notebook, path: str, old: str, new: str, replace_all: bool
-                 ) -> tuple[list[Splice], list[Cell], int]:
+def _source_edit(nb: Notebook, path: str, old: str, new: str, replace_all: bool) -> _Change:
     old, new = _normalized(nb, old, new)
     if old == new:
         raise fs_error("invalid_arguments", "old_string and new_string must differ",
@@ -277,35 +353,23 @@ def _source_edit(nb: Notebook, path: str, old: str, new: str, replace_all: bool
                        path=path, details={"count": found.total,
                                            "cells": [c.handle for c, _ in found.cells]})
     splices = [set_source(nb, cell, cell.source.replace(old, new)) for cell, _ in found.cells]
-    return splices, [c for c, _ in found.cells], found.total
+    first = found.cells[0][0]
+    handles = tuple(c.handle for c, _ in found.cells)
+    return _Change(splices, "edited", first.handle, first.index + 1, first.cell_type,
+                   len(nb.cells), first.source.replace(old, new), replacements=found.total,
+                   changed=handles, anchors=handles)
 
 
-def _commit(fs: PolicyFileSystem, f: ObservedFile, nb: Notebook, splices: list[Splice],
-            bom: bool) -> Any:
-    text = apply_splices(nb.text, splices)
-    new_data = text.encode("utf-8")
+def _encode(fs: PolicyFileSystem, path: str, nb: Notebook, splices: list[Splice],
+            bom: bool) -> bytes:
+    new_data = apply_splices(nb.text, splices).encode("utf-8")
     if bom:
         new_data = BOM + new_data
     if len(new_data) > fs.size_cap:
         raise fs_error("too_large", f"the notebook would be {len(new_data)} bytes, over the "
-                       f"cap of {fs.size_cap}", path=f.path,
+                       f"cap of {fs.size_cap}", path=path,
                        details={"size": len(new_data), "cap": fs.size_cap, "result": True})
-    return f.commit(new_data, operation="edit")
-
-
-def _edit_result(commit: Any, action: Literal["edited", "replaced", "inserted", "deleted"],
-                 cell: Cell | None, *, total: int, source: str,
-                 replacements: int = 0, changed: list[str] | None = None,
-                 cell_id: str | None = None, index: int | None = None,
-                 cell_type: str | None = None, cleared: bool = False) -> NotebookEditResult:
-    lines = _source_lines(source)
-    return NotebookEditResult(
-        path=commit.path, action=action, version=commit.version,
-        cell_id=cell_id if cell_id is not None else cell.handle if cell else "",
-        index=index if index is not None else (cell.index + 1 if cell else 0),
-        cell_type=cell_type if cell_type is not None else cell.cell_type if cell else "",
-        total_cells=total, replacements=replacements, cells_changed=changed or [],
-        outputs_cleared=cleared, source=lines[:SOURCE_SNIPPET_LINES])
+    return new_data
 
 
 # -- notebook_edit --------------------------------------------------------------------------
@@ -330,45 +394,47 @@ def notebook_edit_file(fs: PolicyFileSystem, file_path: str, cell_id: str, new_s
     if edit_mode != "delete":
         tools._check_text(new_source, file_path)
     with fs.open(file_path, "rb", intent="edit") as f:
-        data = f.read()
-        doc = decode(data, f.path)
-        del data
+        doc = decode(f.read(), f.path)
         try:
             nb = parse(doc.text)
         except NotANotebook as exc:
             raise fs_error("invalid_arguments", f"{f.path} cannot be edited as cells: {exc}. "
                            "Use read and edit to fix it as text.", path=f.path) from None
-        cell = nb.find(cell_id) if cell_id else None
-        if cell_id and cell is None:
-            if f.cached:  # the id may come from a newer version than this context read
-                f.verify()
-            raise _unknown_cell(nb, cell_id, f.path)
-        if edit_mode == "insert":
-            kind: CellType = cell_type or "code"
-            value, new_id = new_cell(nb, kind, new_source)
-            splice = insert_cell(nb, cell, value)
-            commit = _commit(fs, f, nb, [splice], doc.bom)
-            index = 1 if cell is None else cell.index + 2
-            return _edit_result(commit, "inserted", None, total=len(nb.cells) + 1,
-                                source=new_source, cell_id=new_id or f"cell-{index}",
-                                index=index, cell_type=kind)
-        assert cell is not None
-        if edit_mode == "delete":
-            commit = _commit(fs, f, nb, [delete_cell(nb, cell)], doc.bom)
-            return _edit_result(commit, "deleted", cell, total=len(nb.cells) - 1, source="")
-        if cell_type is not None and cell_type != cell.cell_type:
-            splices = [replace_cell(nb, cell, retyped(nb, cell, cell_type, new_source))]
-            cleared = cell.cell_type == "code" and bool(
-                list(iter_outputs(cell)) or cell.value.get("execution_count") is not None)
-        else:
-            splices = [set_source(nb, cell, new_source)]
-            cleared = False
-            if cell.cell_type == "code":
-                splices += clear_outputs(cell)
-                cleared = True
-        commit = _commit(fs, f, nb, splices, doc.bom)
-        return _edit_result(commit, "replaced", cell, total=len(nb.cells), source=new_source,
-                            cell_type=cell_type or cell.cell_type, cleared=cleared)
+
+        def plan(on: Notebook) -> _Change:
+            return _cell_change(on, f.path, cell_id, new_source, cell_type, edit_mode)
+
+        return _land(fs, f, nb, doc.bom, plan)
+
+
+def _cell_change(nb: Notebook, path: str, cell_id: str, new_source: str,
+                 cell_type: CellType | None, edit_mode: str) -> _Change:
+    cell = nb.find(cell_id) if cell_id else None
+    if cell_id and cell is None:
+        raise _unknown_cell(nb, cell_id, path)
+    anchors = (cell.handle,) if cell is not None else ()
+    if edit_mode == "insert":
+        kind: CellType = cell_type or "code"
+        value, new_id = new_cell(nb, kind, new_source)
+        index = 1 if cell is None else cell.index + 2
+        return _Change([insert_cell(nb, cell, value)], "inserted", new_id or f"cell-{index}",
+                       index, kind, len(nb.cells) + 1, new_source, anchors=anchors)
+    assert cell is not None
+    if edit_mode == "delete":
+        return _Change([delete_cell(nb, cell)], "deleted", cell.handle, cell.index + 1,
+                       cell.cell_type, len(nb.cells) - 1, "", anchors=anchors)
+    if cell_type is not None and cell_type != cell.cell_type:
+        splices = [replace_cell(nb, cell, retyped(nb, cell, cell_type, new_source))]
+        cleared = cell.cell_type == "code" and bool(
+            list(iter_outputs(cell)) or cell.value.get("execution_count") is not None)
+    else:
+        splices = [set_source(nb, cell, new_source)]
+        cleared = cell.cell_type == "code"
+        if cleared:
+            splices += clear_outputs(cell)
+    return _Change(splices, "replaced", cell.handle, cell.index + 1,
+                   cell_type or cell.cell_type, len(nb.cells), new_source, cleared=cleared,
+                   anchors=anchors)
 
 
 def _unknown_cell(nb: Notebook, cell_id: str, path: str) -> FsError:

@@ -276,6 +276,9 @@ class NotebookEditResult(_Result):
     """A replaced code cell's outputs and execution count were cleared."""
     source: list[str] = []
     """The cell's new source lines (empty after a delete)."""
+    merged: bool = False
+    """The notebook had changed since it was read, in other cells, and this change was
+    made again on its current version (``Policy(on_stale="merge")``)."""
 
 
 ToolResult = (ReadResult | WriteResult | EditResult | GlobResult | GrepResult
