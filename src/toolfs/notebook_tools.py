@@ -13,9 +13,6 @@ edited as text, so that an agent can repair it.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -198,6 +195,9 @@ def image_bytes(cell: Cell, n: int) -> tuple[str, bytes] | None:
             text = source_text(data[mime])
             if mime == "image/svg+xml":
                 return mime, text.encode("utf-8", "surrogatepass")
+            import base64  # only here: reading a notebook never decodes its images
+            import binascii
+
             try:
                 return mime, base64.b64decode("".join(text.split()), validate=True)
             except (binascii.Error, ValueError):
@@ -439,6 +439,8 @@ def _cell_change(nb: Notebook, path: str, cell_id: str, new_source: str,
 
 def _unknown_cell(nb: Notebook, cell_id: str, path: str) -> FsError:
     """``not_found`` naming the ids nearest ``cell_id`` (by spelling), else the first."""
+    import difflib  # only for this refusal
+
     handles = [c.handle for c in nb.cells]
     close = (difflib.get_close_matches(cell_id, handles, n=NEARBY_IDS, cutoff=0.5)
              if len(cell_id) <= 100 else [])

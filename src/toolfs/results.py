@@ -196,7 +196,13 @@ class PatchResult(_Result):
     """Lines removed."""
 
 
-class NotebookImage(_Result):
+class _NotebookResult(_Result):
+    # Built on first use (a notebook read or cell edit): an import of toolfs, e.g. every
+    # short-lived process of a coding agent, does not pay for these models.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
+class NotebookImage(_NotebookResult):
     """An image output of a notebook cell, named (its bytes are not carried here)."""
 
     name: str
@@ -206,7 +212,7 @@ class NotebookImage(_Result):
     """Bytes of the image (decoded from the notebook's base64)."""
 
 
-class NotebookOutput(_Result):
+class NotebookOutput(_NotebookResult):
     """One output of a code cell as a notebook read shows it."""
 
     output_type: str
@@ -220,7 +226,7 @@ class NotebookOutput(_Result):
     image: NotebookImage | None = None
 
 
-class NotebookCell(_Result):
+class NotebookCell(_NotebookResult):
     """One cell as a notebook read shows it."""
 
     index: int
@@ -235,7 +241,7 @@ class NotebookCell(_Result):
     outputs: list[NotebookOutput] = []
 
 
-class NotebookReadResult(_Result):
+class NotebookReadResult(_NotebookResult):
     """What ``read`` returned for a Jupyter notebook: cells, not JSON."""
 
     path: str
@@ -255,7 +261,7 @@ class NotebookReadResult(_Result):
     """Only in the model's view: the output budget cut cells or lines."""
 
 
-class NotebookEditResult(_Result):
+class NotebookEditResult(_NotebookResult):
     """What ``notebook_edit`` (or ``edit`` on a notebook) did to one cell."""
 
     path: str

@@ -124,6 +124,9 @@ class LsArgs(_Args):
 class NotebookEditArgs(_Args):
     """Arguments of ``notebook_edit``."""
 
+    # Built on first use: most sessions never offer the tool.
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
     file_path: str = Field(
         description="Path of the .ipynb notebook, relative to the workspace root.")
     cell_id: str = Field(
