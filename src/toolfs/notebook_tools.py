@@ -57,7 +57,7 @@ from toolfs.results import (
 from toolfs.schemas import DEFAULT_LIMIT, EditArgs, NotebookEditArgs, ReadArgs, WriteArgs
 from toolfs.text import BOM, decode
 
-__all__ = ["DEFAULT_CELLS", "OUTPUT_LINES", "edit", "edit_file", "notebook_edit",
+__all__ = ["DEFAULT_CELLS", "OUTPUT_LINES", "edit", "edit_file", "image_bytes", "notebook_edit",
            "notebook_edit_file", "read", "read_file", "write", "write_file"]
 
 DEFAULT_CELLS = 100
