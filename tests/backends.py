@@ -106,6 +106,9 @@ class AsyncBridge:
     def ls(self, *args: Any, **kwargs: Any) -> Any:
         return self._run(self._aws.ls(*args, **kwargs))
 
+    def notebook_edit(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run(self._aws.notebook_edit(*args, **kwargs))
+
     def new_context(self, **overrides: Any) -> AsyncBridge:
         return AsyncBridge(self._sync.new_context(**overrides))
 

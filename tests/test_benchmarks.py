@@ -156,3 +156,9 @@ def test_chart_is_drawn_from_the_page() -> None:
     done = subprocess.run([sys.executable, str(BENCHMARKS / "chart.py"), "--check"],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_bench_notebook() -> None:
+    done = run("bench_notebook.py")
+    assert_table(done)
+    assert "| notebook_edit insert + delete" in done.stdout

@@ -246,7 +246,7 @@ def test_strict_schema_of_every_tool(name: str) -> None:
     validator = jsonschema.Draft202012Validator(schema)
     nulls = {k: None for k in schema["properties"] if k not in pinned.get("required", [])}
     required = {"file_path": "a.py", "content": "c", "old_string": "a", "new_string": "b",
-                "pattern": "x"}
+                "pattern": "x", "cell_id": "c1", "new_source": "s"}
     call = {**{k: v for k, v in required.items() if k in schema["properties"]}, **nulls}
     validator.validate(call)
     if nulls:  # strict mode: leaving an optional argument out is not a valid call

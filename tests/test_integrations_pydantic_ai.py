@@ -33,7 +33,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 import toolfs
 from tests.backends import Backend, LocalBackend, MemoryBackend
 from toolfs.integrations.pydantic_ai import toolset
-from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, input_schema
+from toolfs.schemas import DEFAULT_TOOLS, DESCRIPTIONS, input_schema
 
 Call = tuple[str, dict[str, Any] | str]
 Script = Generator[list[Call], list[str], str | None]
@@ -179,7 +179,7 @@ def test_loop_read_edit_stale_reread_edit(store: Backend, as_async: bool) -> Non
 
 def test_the_model_gets_the_pinned_schemas_and_descriptions(memory: Backend) -> None:
     played = run_agent(workspace(memory), turns())
-    assert [t.name for t in played.tools] == list(ARGS_MODELS)
+    assert [t.name for t in played.tools] == list(DEFAULT_TOOLS)
     for tool in played.tools:
         assert tool.parameters_json_schema == input_schema(tool.name)
         assert tool.description == DESCRIPTIONS[tool.name]

@@ -31,7 +31,14 @@ if TYPE_CHECKING:
     )
     from toolfs.render import ToolOutput
     from toolfs.results import EditResult, MediaResult, ReadResult, ToolImage, WriteResult
-    from toolfs.schemas import EditArgs, ReadArgs, WriteArgs, tool_definitions
+    from toolfs.schemas import (
+        ALL_TOOLS,
+        DEFAULT_TOOLS,
+        EditArgs,
+        ReadArgs,
+        WriteArgs,
+        tool_definitions,
+    )
     from toolfs.versions import FileVersion
     from toolfs.workspace import AsyncWorkspace, Workspace
 
@@ -45,16 +52,17 @@ _EXPORTS: dict[str, str] = {
     "MediaResult": "toolfs.results", "ToolImage": "toolfs.results",
     "ToolOutput": "toolfs.render", "WriteResult": "toolfs.results",
     "EditArgs": "toolfs.schemas", "ReadArgs": "toolfs.schemas", "WriteArgs": "toolfs.schemas",
-    "tool_definitions": "toolfs.schemas",
+    "tool_definitions": "toolfs.schemas", "ALL_TOOLS": "toolfs.schemas",
+    "DEFAULT_TOOLS": "toolfs.schemas",
     "FileVersion": "toolfs.versions",
     "AsyncWorkspace": "toolfs.workspace", "Workspace": "toolfs.workspace",
 }
 
 __all__ = [
-    "ERROR_CODES", "AsyncWorkspace", "AuditLog", "EditArgs", "EditResult", "FileVersion",
-    "FsError", "FsEvent", "LedgerSnapshot", "MediaResult", "Policy", "PolicyFileSystem",
-    "ReadArgs", "ReadResult", "ToolImage", "ToolOutput", "Veto", "Workspace", "WriteArgs",
-    "WriteResult", "tool_definitions",
+    "ALL_TOOLS", "DEFAULT_TOOLS", "ERROR_CODES", "AsyncWorkspace", "AuditLog", "EditArgs",
+    "EditResult", "FileVersion", "FsError", "FsEvent", "LedgerSnapshot", "MediaResult",
+    "Policy", "PolicyFileSystem", "ReadArgs", "ReadResult", "ToolImage", "ToolOutput",
+    "Veto", "Workspace", "WriteArgs", "WriteResult", "tool_definitions",
 ]
 
 

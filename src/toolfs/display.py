@@ -33,6 +33,8 @@ from toolfs.results import (
     GrepResult,
     ListResult,
     MediaResult,
+    NotebookEditResult,
+    NotebookReadResult,
     PatchResult,
     ReadResult,
     ToolResult,
@@ -175,6 +177,10 @@ def result_markdown(result: ToolResult) -> str:
     if isinstance(result, MediaResult):
         return f"**read** · {md_text(render_result(result).splitlines()[0])}"
     path, version = md_code(result.path), md_code(result.version.short)
+    if isinstance(result, NotebookReadResult | NotebookEditResult):
+        tool = "read" if isinstance(result, NotebookReadResult) else "notebook_edit"
+        return (f"**{tool}** {path} · version {version}\n\n"
+                + _fence(escape_undecodable(render_result(result))))
     if isinstance(result, ReadResult):
         return f"**read** {path} · version {version}\n\n" + _fence(render_read(result))
     if isinstance(result, EditResult):
@@ -258,6 +264,10 @@ def result_html(result: ToolResult) -> str:
         return (f"<p><strong>read</strong> · {_h(render_result(result).splitlines()[0])}"
                 "</p>")
     path, version = _hcode(result.path), _hcode(result.version.short)
+    if isinstance(result, NotebookReadResult | NotebookEditResult):
+        tool = "read" if isinstance(result, NotebookReadResult) else "notebook_edit"
+        return (f"<p><strong>{tool}</strong> {path} · version {version}</p>"
+                + _pre(render_result(result)))
     if isinstance(result, ReadResult):
         return (f"<p><strong>read</strong> {path} · version {version}</p>"
                 + _pre(render_read(result)))
@@ -319,6 +329,8 @@ _VIEWS: tuple[Views, ...] = (
     ("toolfs.results", "GlobResult", result_markdown, result_html),
     ("toolfs.results", "GrepResult", result_markdown, result_html),
     ("toolfs.results", "ListResult", result_markdown, result_html),
+    ("toolfs.results", "NotebookReadResult", result_markdown, result_html),
+    ("toolfs.results", "NotebookEditResult", result_markdown, result_html),
     ("toolfs.render", "ToolOutput", output_markdown, output_html),
     ("toolfs.errors", "FsError", error_markdown, error_html),
     ("toolfs.policy.events", "AuditLog", audit_markdown, audit_html),

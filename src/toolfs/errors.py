@@ -102,6 +102,7 @@ _ADVICE_BY_OPERATION: dict[tuple[str, Any], str] = {
     ("invalid_arguments", "create_file"): "Read the file and change it with update_file, or "
                                           "delete it first.",
     ("invalid_arguments", "move_to"): "Choose a move_to that does not exist yet.",
+    ("not_found", "notebook_edit"): "Read the notebook to see its cells and their ids.",
     # apply_patch refusals that are not about the diff's hunks.
     ("invalid_arguments", "apply_patch_operation"): (
         "Send one operation: type create_file, update_file or delete_file, a path "

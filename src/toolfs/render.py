@@ -29,6 +29,8 @@ from toolfs.results import (
     GrepResult,
     ListResult,
     MediaResult,
+    NotebookEditResult,
+    NotebookReadResult,
     PatchResult,
     ReadResult,
     ToolImage,
@@ -554,6 +556,12 @@ def render_result(r: ToolResult, max_chars: int = MAX_OUTPUT_CHARS) -> str:
         from toolfs.media_render import media_view
 
         return media_view(r, max_chars)[0]
+    if isinstance(r, NotebookReadResult | NotebookEditResult):
+        from toolfs import notebook_render  # it builds on this module
+
+        if isinstance(r, NotebookReadResult):
+            return notebook_render.render_notebook_read(r, max_chars)
+        return notebook_render.render_notebook_edit(r, max_chars)
     return render_edit(r, max_chars)
 
 
@@ -714,6 +722,15 @@ def structured_content(output: ToolOutput) -> dict[str, Any]:
         data = escape_undecodable_data({"ok": True, "result": view.model_dump(mode="json")})
         _fit_json(data, output.max_chars)
         return data
+    if isinstance(value, NotebookReadResult | NotebookEditResult):
+        from toolfs import notebook_render  # it builds on this module
+
+        part: NotebookReadResult | NotebookEditResult = (
+            notebook_render.notebook_read_view(value, output.max_chars)[1]
+            if isinstance(value, NotebookReadResult)
+            else notebook_render.notebook_edit_view(value, output.max_chars)[1])
+        data = escape_undecodable_data({"ok": True, "result": part.model_dump(mode="json")})
+        return notebook_render.fit_json(data, output.max_chars)
     path = _clip(value.path, limits.path)
     if isinstance(value, ReadResult):
         known = output._shown

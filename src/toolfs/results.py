@@ -276,8 +276,101 @@ class MediaResult(_Result):
         return tuple(p.image for p in self.page_list if p.image is not None)
 
 
+
+class _NotebookResult(_Result):
+    # Built on first use (a notebook read or cell edit): an import of toolfs, e.g. every
+    # short-lived process of a coding agent, does not pay for these models.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
+class NotebookImage(_NotebookResult):
+    """An image output of a notebook cell, named (its bytes are not carried here)."""
+
+    name: str
+    """``cell-<index>-output-<n>.<ext>``: unique in the notebook's view."""
+    mime_type: str
+    size: int
+    """Bytes of the image (decoded from the notebook's base64)."""
+
+
+class NotebookOutput(_NotebookResult):
+    """One output of a code cell as a notebook read shows it."""
+
+    output_type: str
+    """``stream``, ``execute_result``, ``display_data``, ``error`` (or another)."""
+    label: str
+    """What it is: ``stdout``, ``stderr``, ``text/plain``, ``ValueError`` ..."""
+    lines: list[str]
+    """Its first lines of text (an error: ``ename: evalue``)."""
+    more_lines: int = 0
+    """Lines of its text not in ``lines`` (only the first few of each are kept)."""
+    image: NotebookImage | None = None
+
+
+class NotebookCell(_NotebookResult):
+    """One cell as a notebook read shows it."""
+
+    index: int
+    """1-based position in the notebook."""
+    cell_id: str
+    """The id to give ``notebook_edit``: the cell's id, or ``cell-<index>`` for a cell
+    without one (nbformat before 4.5)."""
+    cell_type: str
+    source: list[str]
+    """The source's lines, without terminators."""
+    execution_count: int | None = None
+    outputs: list[NotebookOutput] = []
+
+
+class NotebookReadResult(_NotebookResult):
+    """What ``read`` returned for a Jupyter notebook: cells, not JSON."""
+
+    path: str
+    version: FileVersion
+    """Version of exactly the bytes these cells came from."""
+    cells: list[NotebookCell]
+    start_cell: int
+    """1-based index of ``cells[0]`` (the read's ``offset``)."""
+    cell_count: int
+    total_cells: int
+    size: int
+    partial: bool
+    """True unless every cell was returned."""
+    language: str | None = None
+    """The kernel's language, from the notebook's metadata."""
+    truncated: bool = False
+    """Only in the model's view: the output budget cut cells or lines."""
+
+
+class NotebookEditResult(_NotebookResult):
+    """What ``notebook_edit`` (or ``edit`` on a notebook) did to one cell."""
+
+    path: str
+    action: Literal["edited", "replaced", "inserted", "deleted"]
+    version: FileVersion
+    cell_id: str
+    """The cell changed, inserted or deleted (the first one for ``replace_all``)."""
+    index: int
+    """Its 1-based position (before a delete, after an insert)."""
+    cell_type: str
+    total_cells: int
+    """Cells in the notebook now."""
+    replacements: int = 0
+    """Occurrences replaced (``edit``)."""
+    cells_changed: list[str] = []
+    """Every cell an ``edit`` with ``replace_all`` changed."""
+    outputs_cleared: bool = False
+    """A replaced code cell's outputs and execution count were cleared."""
+    source: list[str] = []
+    """The cell's new source lines (empty after a delete)."""
+    merged: bool = False
+    """The notebook had changed since it was read, in other cells, and this change was
+    made again on its current version (``Policy(on_stale="merge")``)."""
+
+
 ToolResult = (ReadResult | WriteResult | EditResult | GlobResult | GrepResult
-              | ListResult | PatchResult | MediaResult)
+              | ListResult | PatchResult | MediaResult | NotebookReadResult
+              | NotebookEditResult)
 
 MAX_OUTPUT_CHARS = 100_000
 """Default character budget of what one tool call sends the model (about 25k tokens)."""

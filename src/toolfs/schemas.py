@@ -1,5 +1,5 @@
-"""The pinned model-facing schemas of ``read``, ``write``, ``edit``, ``glob``, ``grep`` and
-``ls``.
+"""The pinned model-facing schemas of ``read``, ``write``, ``edit``, ``glob``, ``grep``,
+``ls`` and ``notebook_edit`` (not in the default tool set: :data:`DEFAULT_TOOLS`).
 
 These pydantic models are a public contract: field names, required/optional sets and
 defaults do not change. :func:`tool_definitions` exports them as plain JSON Schema and
@@ -22,7 +22,11 @@ DEFAULT_LIMIT = 2000
 DEFAULT_PDF_PAGES = 20
 """Pages a read of a PDF returns when ``limit`` is not given."""
 
-ToolName = Literal["read", "write", "edit", "glob", "grep", "ls"]
+ToolName = Literal["read", "write", "edit", "glob", "grep", "ls", "notebook_edit"]
+DEFAULT_TOOLS: tuple[str, ...] = ("read", "write", "edit", "glob", "grep", "ls")
+"""The tools offered when none are named (coding agents do not need ``notebook_edit``)."""
+ALL_TOOLS: tuple[str, ...] = (*DEFAULT_TOOLS, "notebook_edit")
+"""Every tool; name the ones to offer with ``tools=``."""
 DefinitionFormat = Literal["openai", "openai_responses", "anthropic", "mcp", "json_schema"]
 
 
@@ -119,9 +123,33 @@ class LsArgs(_Args):
         description="Directory to list, relative to the workspace root. Default: the root.")
 
 
+class NotebookEditArgs(_Args):
+    """Arguments of ``notebook_edit``."""
+
+    # Built on first use: most sessions never offer the tool.
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+    file_path: str = Field(
+        description="Path of the .ipynb notebook, relative to the workspace root.")
+    cell_id: str = Field(
+        description="The id of the cell, as read shows it (cell-N for a cell without an "
+                    "id). For insert: the cell to insert after; \"\" inserts at the top.")
+    new_source: str = Field(
+        description="The cell's new source (replace) or the new cell's source (insert); "
+                    "ignored for delete.")
+    cell_type: Literal["code", "markdown"] | None = Field(
+        default=None,
+        description="The cell's type: required to insert a markdown cell (default code); "
+                    "for replace, changes the cell's type (default: unchanged).")
+    edit_mode: Literal["replace", "insert", "delete"] = Field(
+        default="replace",
+        description="replace the cell's source, insert a new cell after cell_id, or delete "
+                    "the cell.")
+
+
 ARGS_MODELS: dict[str, type[_Args]] = {
     "read": ReadArgs, "write": WriteArgs, "edit": EditArgs,
-    "glob": GlobArgs, "grep": GrepArgs, "ls": LsArgs,
+    "glob": GlobArgs, "grep": GrepArgs, "ls": LsArgs, "notebook_edit": NotebookEditArgs,
 }
 
 OBSERVATION_POLICY = (
@@ -137,14 +165,24 @@ DESCRIPTIONS: dict[str, str] = {
         "An image (PNG, JPEG, GIF, WebP) is shown to you as an image (offset and limit are "
         "ignored); a PDF gives the text of its pages, and offset and limit then count "
         f"pages (default: the first {DEFAULT_PDF_PAGES}). "
-        "Reading a file, or any window of it, lets you edit or overwrite it afterwards."
+        "Reading a file, or any window of it, lets you edit or overwrite it afterwards. "
+        "A Jupyter notebook (.ipynb) is shown as cells (id, type, numbered source, "
+        "outputs); offset and limit then count cells."
+    ),
+    "notebook_edit": (
+        "Edit one cell of a Jupyter notebook (.ipynb): replace its source, insert a new "
+        "cell after it (cell_id \"\" inserts at the top), or delete it. Replacing a code "
+        "cell's source clears its outputs and execution count, as Jupyter does when a "
+        "cell is edited. Read the notebook first to see the cells and their ids; every "
+        "other byte of the file stays as it was. " + OBSERVATION_POLICY
     ),
     "write": (
         "Create a UTF-8 text file, or replace its whole content. " + OBSERVATION_POLICY
     ),
     "edit": (
         "Replace an exact literal string in a UTF-8 text file. old_string must match exactly "
-        "once unless replace_all is true. " + OBSERVATION_POLICY
+        "once unless replace_all is true. In a notebook (.ipynb) it is matched in the "
+        "cells' sources, within one cell. " + OBSERVATION_POLICY
     ),
     "glob": (
         "Find files by name pattern (`**/*.py`, `src/**/test_*.{py,pyi}`). Returns matching "
@@ -177,6 +215,10 @@ ANNOTATIONS: dict[str, dict[str, Any]] = {
              "destructiveHint": False, "idempotentHint": True, "openWorldHint": False},
     "ls": {"title": "List directory", "readOnlyHint": True, "destructiveHint": False,
            "idempotentHint": True, "openWorldHint": False},
+    # insert adds a cell each time; delete removes content.
+    "notebook_edit": {"title": "Edit notebook cell", "readOnlyHint": False,
+                      "destructiveHint": True, "idempotentHint": False,
+                      "openWorldHint": False},
 }
 
 
@@ -229,8 +271,9 @@ def optional_fields(tool: str) -> frozenset[str]:
 def tool_definitions(format: DefinitionFormat = "json_schema",
                      tools: list[str] | tuple[str, ...] | None = None, *,
                      strict: bool = False) -> list[dict[str, Any]]:
-    """The tool definitions (all six, or the subset ``tools`` names, in that order) in the
-    shape ``format`` expects.
+    """The tool definitions (the six of :data:`DEFAULT_TOOLS`, or those ``tools`` names
+    in that order, e.g. :data:`ALL_TOOLS` with ``notebook_edit``) in the shape ``format``
+    expects.
 
     * ``json_schema``: ``{"name", "description", "input_schema"}`` with plain JSON Schema;
     * ``openai``: ``{"type": "function", "function": {"name", "description", "parameters"}}``
@@ -244,7 +287,7 @@ def tool_definitions(format: DefinitionFormat = "json_schema",
     the OpenAI shapes); ``Workspace.execute`` treats the ``null`` s such a model sends
     for optional arguments as "not given".
     """
-    names = list(ARGS_MODELS) if tools is None else list(tools)
+    names = list(DEFAULT_TOOLS) if tools is None else list(tools)
     unknown = [n for n in names if n not in ARGS_MODELS]
     if unknown:
         raise fs_error("invalid_arguments", f"unknown tool {unknown[0]!r}; the tools are "

@@ -11,13 +11,13 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from fsspec.core import url_to_fs
 from fsspec.spec import AbstractFileSystem
 from pydantic import ValidationError
 
-from toolfs import deadline, tools, tools_discovery
+from toolfs import deadline, notebook_tools, tools_discovery
 from toolfs.errors import FsError, fs_error
 from toolfs.policy.events import AuditLog, Subscriber
 from toolfs.policy.filesystem import DIFF_CHARS, PolicyFileSystem
@@ -37,6 +37,8 @@ from toolfs.results import (
     GrepResult,
     ListResult,
     MediaResult,
+    NotebookEditResult,
+    NotebookReadResult,
     ReadResult,
     ToolResult,
     WriteResult,
@@ -48,6 +50,7 @@ from toolfs.schemas import (
     GlobArgs,
     GrepArgs,
     LsArgs,
+    NotebookEditArgs,
     ReadArgs,
     WriteArgs,
     optional_fields,
@@ -58,10 +61,13 @@ T = TypeVar("T")
 
 _DEFAULT_POLICY = Policy()
 
-# Each tool's function over the policy filesystem, by the name in ARGS_MODELS.
+# Each tool's function over the policy filesystem, by the name in ARGS_MODELS; read,
+# write and edit go through notebook_tools, which handles .ipynb files as cells
+# and hands every other file to toolfs.tools.
 _TOOLS: dict[str, Callable[[PolicyFileSystem, Any], ToolResult]] = {
-    "read": tools.read, "write": tools.write, "edit": tools.edit,
+    "read": notebook_tools.read, "write": notebook_tools.write, "edit": notebook_tools.edit,
     "glob": tools_discovery.glob, "grep": tools_discovery.grep, "ls": tools_discovery.ls,
+    "notebook_edit": notebook_tools.notebook_edit,
 }
 _OPTIONAL = {name: optional_fields(name) for name in ARGS_MODELS}
 
@@ -146,33 +152,46 @@ class Workspace:
     # so every refusal is the schema's own.
 
     def read(self, file_path: str, offset: int | None = None,
-             limit: int | None = None) -> ReadResult | MediaResult:
+             limit: int | None = None) -> ReadResult | MediaResult | NotebookReadResult:
         """Read numbered lines; an image or a PDF gives a
-        :class:`~toolfs.results.MediaResult` (``offset``/``limit`` count a PDF's pages).
-        Raises :class:`~toolfs.errors.FsError`."""
+        :class:`~toolfs.results.MediaResult` (``offset``/``limit`` count a PDF's pages),
+        a notebook its cells (``offset``/``limit`` count cells). Raises
+        :class:`~toolfs.errors.FsError`."""
         if (type(file_path) is str and _positive_or_none(offset)
                 and _positive_or_none(limit)):
-            return self._guarded(tools.read_file, file_path, offset, limit)
-        return self._guarded(tools.read, _validated(
+            return self._guarded(notebook_tools.read_file, file_path, offset, limit)
+        return self._guarded(notebook_tools.read, _validated(
             ReadArgs, file_path=file_path, offset=offset, limit=limit))
 
     def write(self, file_path: str, content: str) -> WriteResult:
         """Create or replace a file; raises :class:`~toolfs.errors.FsError`."""
         if type(file_path) is str and type(content) is str:
-            return self._guarded(tools.write_file, file_path, content)
-        return self._guarded(tools.write, _validated(
+            return self._guarded(notebook_tools.write_file, file_path, content)
+        return self._guarded(notebook_tools.write, _validated(
             WriteArgs, file_path=file_path, content=content))
 
     def edit(self, file_path: str, old_string: str, new_string: str,
-             replace_all: bool = False) -> EditResult:
-        """Replace literal text; raises :class:`~toolfs.errors.FsError`."""
+             replace_all: bool = False) -> EditResult | NotebookEditResult:
+        """Replace literal text (in a notebook: in the cells' sources); raises
+        :class:`~toolfs.errors.FsError`."""
         if (type(file_path) is str and type(old_string) is str and type(new_string) is str
                 and type(replace_all) is bool and old_string and old_string != new_string):
-            return self._guarded(tools.edit_file, file_path, old_string, new_string,
+            return self._guarded(notebook_tools.edit_file, file_path, old_string, new_string,
                                  replace_all)
-        return self._guarded(tools.edit, _validated(
+        return self._guarded(notebook_tools.edit, _validated(
             EditArgs, file_path=file_path, old_string=old_string, new_string=new_string,
             replace_all=replace_all))
+
+    def notebook_edit(self, file_path: str, cell_id: str, new_source: str,
+                      cell_type: Literal["code", "markdown"] | None = None,
+                      edit_mode: Literal["replace", "insert", "delete"] = "replace"
+                      ) -> NotebookEditResult:
+        """Replace, insert (after ``cell_id``; ``""``: at the top) or delete one cell of a
+        notebook; replacing a code cell's source clears its outputs. Raises
+        :class:`~toolfs.errors.FsError`."""
+        return self._guarded(notebook_tools.notebook_edit, _validated(
+            NotebookEditArgs, file_path=file_path, cell_id=cell_id, new_source=new_source,
+            cell_type=cell_type, edit_mode=edit_mode))
 
     def glob(self, pattern: str, path: str | None = None) -> GlobResult:
         """Files whose path below ``path`` matches ``pattern``, newest first (at most
@@ -369,15 +388,23 @@ class AsyncWorkspace:
         return await self._run(fn, *args)
 
     async def read(self, file_path: str, offset: int | None = None,
-                   limit: int | None = None) -> ReadResult | MediaResult:
+                   limit: int | None = None
+                   ) -> ReadResult | MediaResult | NotebookReadResult:
         return await self._run(self.sync.read, file_path, offset, limit)
 
     async def write(self, file_path: str, content: str) -> WriteResult:
         return await self._run(self.sync.write, file_path, content)
 
     async def edit(self, file_path: str, old_string: str, new_string: str,
-                   replace_all: bool = False) -> EditResult:
+                   replace_all: bool = False) -> EditResult | NotebookEditResult:
         return await self._run(self.sync.edit, file_path, old_string, new_string, replace_all)
+
+    async def notebook_edit(self, file_path: str, cell_id: str, new_source: str,
+                            cell_type: Literal["code", "markdown"] | None = None,
+                            edit_mode: Literal["replace", "insert", "delete"] = "replace"
+                            ) -> NotebookEditResult:
+        return await self._run(self.sync.notebook_edit, file_path, cell_id, new_source,
+                               cell_type, edit_mode)
 
     async def glob(self, pattern: str, path: str | None = None) -> GlobResult:
         return await self._run(self.sync.glob, pattern, path)
@@ -551,7 +578,8 @@ def _positive_or_none(value: object) -> bool:
 def _validated(model: type[T], **fields: Any) -> T:
     """Validate typed-method arguments (``None`` for offset/limit means "not given")."""
     return _validate(model, {k: v for k, v in fields.items()
-                             if v is not None or k not in ("offset", "limit", "head_limit")})
+                             if v is not None
+                             or k not in ("offset", "limit", "head_limit", "cell_type")})
 
 
 def _validate(model: type[T], given: dict[str, Any]) -> T:

@@ -96,7 +96,8 @@ def _parser() -> argparse.ArgumentParser:
     schema.add_argument("--format", choices=FORMATS, default="json_schema",
                         help="the shape to print (default: json_schema)")
     schema.add_argument("--tools", type=_tool_list, default=None, metavar="LIST",
-                        help="only these tools, comma-separated (default: all six)")
+                        help="only these tools, comma-separated (default: the six file tools; "
+                        "notebook_edit is offered only when named)")
     schema.add_argument("--strict", action="store_true",
                         help="strict-mode schemas: every property required, optional ones "
                         "nullable (OpenAI strict mode, the Agents SDK's default)")
@@ -169,7 +170,7 @@ def _parser() -> argparse.ArgumentParser:
                        f"(default: ${TOKEN_ENV})")
     serve.add_argument("--tools", type=_tool_list, default=None, metavar="LIST",
                        help="offer only these tools, comma-separated, e.g. read,grep,glob,ls "
-                       "(default: all six)")
+                       "(default: the six file tools; add notebook_edit by naming it)")
     serve.add_argument("--max-sessions", type=int, default=None, metavar="N",
                        help="HTTP: most MCP sessions open at once (default: 64); each keeps "
                        "a ledger and a content cache")

@@ -42,7 +42,7 @@ from toolfs.errors import FsError, fs_error
 from toolfs.integrations._contexts import AgentContexts
 from toolfs.integrations._langgraph import agent_key
 from toolfs.render import ToolOutput, render_error
-from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, input_schema
+from toolfs.schemas import ARGS_MODELS, DEFAULT_TOOLS, DESCRIPTIONS, input_schema
 from toolfs.workspace import AsyncWorkspace, Workspace
 
 __all__ = ["message_content", "tools"]
@@ -76,7 +76,7 @@ def tools(ws: Workspace | AsyncWorkspace,
     if names is not None and tools is not None:
         raise fs_error("invalid_arguments", "give the tool names once: names or tools=")
     chosen = tools if tools is not None else names
-    wanted = list(ARGS_MODELS) if chosen is None else list(chosen)
+    wanted = list(DEFAULT_TOOLS) if chosen is None else list(chosen)
     unknown = [n for n in wanted if n not in ARGS_MODELS]
     if unknown:
         raise fs_error("invalid_arguments", f"unknown tool {str(unknown[0])[:50]!r}; the "

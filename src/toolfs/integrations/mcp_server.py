@@ -64,6 +64,8 @@ from toolfs.results import (
     GlobResult,
     GrepResult,
     ListResult,
+    NotebookEditResult,
+    NotebookReadResult,
     ReadResult,
     WriteResult,
 )
@@ -80,9 +82,12 @@ DEFAULT_MAX_SESSIONS = 64
 """Live streamable-HTTP sessions a server keeps at once; each holds a ledger and a cache."""
 MIN_TOKEN_LENGTH = 16
 _CONTEXT_KEY = "toolfs.context"
-_RESULT_MODELS: dict[str, type[BaseModel]] = {
-    "read": ReadResult, "write": WriteResult, "edit": EditResult,
-    "glob": GlobResult, "grep": GrepResult, "ls": ListResult,
+# The result models of each tool: read and edit of a notebook answer in its cells.
+_RESULT_MODELS: dict[str, tuple[type[BaseModel], ...]] = {
+    "read": (ReadResult, NotebookReadResult), "write": (WriteResult,),
+    "edit": (EditResult, NotebookEditResult),
+    "glob": (GlobResult,), "grep": (GrepResult,), "ls": (ListResult,),
+    "notebook_edit": (NotebookEditResult,),
 }
 # A tool's other result shapes: read of an image or a PDF (toolfs.media).
 _OTHER_RESULT_MODELS: dict[str, tuple[type[BaseModel], ...]] = {"read": (MediaView,)}
@@ -120,7 +125,7 @@ def output_schema(tool: str) -> dict[str, Any]:
 
 def _generated_output_schema(tool: str) -> dict[str, Any]:
     """:func:`output_schema` as generated, with ``$defs`` and ``$ref`` s."""
-    results = (_RESULT_MODELS[tool], *_OTHER_RESULT_MODELS.get(tool, ()))
+    results = (*_RESULT_MODELS[tool], *_OTHER_RESULT_MODELS.get(tool, ()))
     _, top = models_json_schema(
         [*((m, "serialization") for m in results), (ToolError, "serialization")],
         ref_template="#/$defs/{model}")

@@ -45,7 +45,7 @@ from toolfs.errors import fs_error
 from toolfs.integrations._contexts import AgentContexts
 from toolfs.integrations._timeouts import timed_out
 from toolfs.render import ToolOutput, render_output
-from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, strict_input_schema
+from toolfs.schemas import ARGS_MODELS, DEFAULT_TOOLS, DESCRIPTIONS, strict_input_schema
 from toolfs.workspace import AsyncWorkspace, Workspace
 
 __all__ = ["ApprovalFunction", "function_tools", "strict_schema", "tool_output"]
@@ -54,7 +54,7 @@ ApprovalFunction = Callable[[RunContextWrapper[Any], dict[str, Any], str], Await
 """The SDK's per-call approval policy: ``(run_context, arguments, call_id) -> bool``."""
 
 # The tools that change files: the only ones `needs_approval` applies to.
-_CHANGING = frozenset({"write", "edit"})
+_CHANGING = frozenset({"write", "edit", "notebook_edit"})
 
 
 def function_tools(
@@ -86,7 +86,7 @@ def function_tools(
     """
     aws = ws if isinstance(ws, AsyncWorkspace) else AsyncWorkspace(ws)
     contexts = _Conversations(aws, conversation)
-    names = list(ARGS_MODELS) if tools is None else list(tools)
+    names = list(DEFAULT_TOOLS) if tools is None else list(tools)
     unknown = [n for n in names if n not in ARGS_MODELS]
     if unknown:
         raise fs_error("invalid_arguments", f"unknown tool {str(unknown[0])[:50]!r}; the "

@@ -42,7 +42,7 @@ from toolfs.errors import FsError, fs_error
 from toolfs.integrations._contexts import AgentContexts
 from toolfs.integrations._timeouts import timed_out
 from toolfs.render import ToolOutput, render_output
-from toolfs.schemas import ARGS_MODELS, DESCRIPTIONS, input_schema
+from toolfs.schemas import ARGS_MODELS, DEFAULT_TOOLS, DESCRIPTIONS, input_schema
 from toolfs.workspace import AsyncWorkspace, Workspace
 
 __all__ = ["ToolfsToolset", "tool_return", "toolset"]
@@ -128,7 +128,7 @@ def toolset(ws: Workspace | AsyncWorkspace, *, tools: Sequence[str] | None = Non
     own timeout, which is a retry prompt and spends the tool's retry budget.
     """
     aws = ws if isinstance(ws, AsyncWorkspace) else AsyncWorkspace(ws)
-    names = list(ARGS_MODELS) if tools is None else list(tools)
+    names = list(DEFAULT_TOOLS) if tools is None else list(tools)
     unknown = [n for n in names if n not in ARGS_MODELS]
     if unknown:
         raise fs_error("invalid_arguments", f"unknown tool {str(unknown[0])[:50]!r}; the "

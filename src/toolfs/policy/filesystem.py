@@ -1342,14 +1342,6 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
             return False
         return kind != "directory" or not self._denied(f"{display}/\uffff")
 
-    def _fresh(self, backend_path: str) -> str:
-        """``backend_path``, its cached listings dropped first on the wrapped filesystem
-        (s3fs, gcsfs and adlfs keep them): these methods describe the store as it is now,
-        as the tools do, not as it was when a listing was cached -- commits and deletes go
-        through the store, and other contexts and programs change it too."""
-        forget_listings(self.fs, backend_path)
-        return backend_path
-
     def _named(self, path: str) -> Target:
         """Confine a path these methods describe (a file or a directory; ``d/`` is
         ``d``), refusing denied ones, checked for the client (see :meth:`_readable`)."""
