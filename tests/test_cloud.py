@@ -64,16 +64,19 @@ def test_conditions_on_the_wire(cloud: Any) -> None:
         assert second.params["ifGenerationMatch"] == [r.version.value]
 
 
-def test_stale_costs_no_more_than_success(cloud: Any) -> None:
+def test_a_stale_refusal_costs_the_refused_put_and_one_get(cloud: Any) -> None:
+    # The refused conditional put, then the current bytes, once, for the diff it shows.
     cloud.put("s.txt", b"one\n")
-    ws = cloud.workspace()
+    ws, ws2 = cloud.workspace(), cloud.workspace()
     ws.read("s.txt")
+    ws2.read("s.txt")
     cloud.put("s.txt", b"two\n")
-    reqs = counted(cloud, lambda: ws.execute(
-        "edit", {"file_path": "s.txt", "old_string": "one", "new_string": "1"}))
-    assert len(reqs) == 1 and reqs[0].status == 412
-    reqs = counted(cloud, lambda: ws.execute("write", {"file_path": "s.txt", "content": "x"}))
-    assert len(reqs) == 1 and reqs[0].status == 412
+    for context, call in ((ws, ("edit", {"file_path": "s.txt", "old_string": "one",
+                                          "new_string": "1"})),
+                          (ws2, ("write", {"file_path": "s.txt", "content": "x"}))):
+        reqs = counted(cloud, lambda c=context, t=call: c.execute(*t))
+        assert [r.status for r in reqs][0] == 412 and len(reqs) == 2, reqs
+        assert reqs[1].method == "GET" and reqs[1].status in (200, 206)  # (a ranged GET)
     # updating an unobserved file: one refused create-only put (after the listing
     # that checks the name is not a directory, as every create does)
     other = cloud.workspace()

@@ -105,8 +105,10 @@ def edit(path: str, old: str, new: str) -> Call:
     return ("edit", {"file_path": path, "old_string": old, "new_string": new})
 
 
-STALE = ("Error [stale]: a.py changed since you read it\n"
-         "The file changed since you last read it. Read it again, then redo the change.")
+STALE = ("Error [stale]: a.py changed since you read it\nChanges since you read it:\n"
+         "--- a.py (as you read it)\n+++ a.py (now)\n@@ -1,2 +1,3 @@\n x = 2\n y = 1\n"
+         "+z = 0\nEvery change since your read is shown above, and this counts as reading "
+         "it: redo your change on the current text; no need to read the file again.")
 
 
 # -- backends ----------------------------------------------------------------------

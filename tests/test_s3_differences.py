@@ -43,8 +43,11 @@ def test_update_of_a_file_deleted_meanwhile_is_stale(s3: S3Backend) -> None:
     reqs = counted(s3, lambda: out.append(ws.execute(
         "edit", {"file_path": "gone.txt", "old_string": "one", "new_string": "1"})))
     assert out[0].error is not None and out[0].error.code == "stale", out[0].text
-    # one conditional PUT, answered as this implementation answers If-Match on no key
-    assert [(r.method, r.status) for r in reqs] == [("PUT", s3.if_match_missing_status)]
+    # one conditional PUT, answered as this implementation answers If-Match on no key;
+    # then only reads: the refusal looks at what is there now (nothing: "deleted")
+    assert [(r.method, r.status) for r in reqs][0] == ("PUT", s3.if_match_missing_status)
+    assert all(r.method in ("GET", "HEAD") for r in reqs[1:]), reqs
+    assert "deleted since you read it" in out[0].text
     assert not s3.exists("gone.txt")  # never written unconditionally
 
 

@@ -73,7 +73,16 @@ class ReadResult(_Result):
         return self.start_line + self.line_count - 1
 
 
-class WriteResult(_Result):
+class _MaybeMerged(_Result):
+    """A change's result: ``merged`` and ``merged_lines`` are shown only when merged."""
+
+    def __repr_args__(self) -> Any:
+        merged = getattr(self, "merged", False)
+        return [(k, v) for k, v in super().__repr_args__()
+                if merged or k not in ("merged", "merged_lines")]
+
+
+class WriteResult(_MaybeMerged):
     """What ``write`` did."""
 
     path: str
@@ -89,7 +98,7 @@ class WriteResult(_Result):
     as 1-based ``(first, last)`` ranges (``first == last + 1``: lines removed there)."""
 
 
-class EditResult(_Result):
+class EditResult(_MaybeMerged):
     """What ``edit`` did."""
 
     path: str
