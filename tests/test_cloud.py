@@ -75,7 +75,7 @@ def test_a_stale_refusal_costs_the_refused_put_and_one_get(cloud: Any) -> None:
                                           "new_string": "1"})),
                           (ws2, ("write", {"file_path": "s.txt", "content": "x"}))):
         reqs = counted(cloud, lambda c=context, t=call: c.execute(*t))
-        assert [r.status for r in reqs][0] == 412 and len(reqs) == 2, reqs
+        assert len(reqs) == 2 and reqs[0].status == 412, reqs
         assert reqs[1].method == "GET" and reqs[1].status in (200, 206)  # (a ranged GET)
     # updating an unobserved file: one refused create-only put (after the listing
     # that checks the name is not a directory, as every create does)

@@ -45,7 +45,7 @@ def test_update_of_a_file_deleted_meanwhile_is_stale(s3: S3Backend) -> None:
     assert out[0].error is not None and out[0].error.code == "stale", out[0].text
     # one conditional PUT, answered as this implementation answers If-Match on no key;
     # then only reads: the refusal looks at what is there now (nothing: "deleted")
-    assert [(r.method, r.status) for r in reqs][0] == ("PUT", s3.if_match_missing_status)
+    assert (reqs[0].method, reqs[0].status) == ("PUT", s3.if_match_missing_status)
     assert all(r.method in ("GET", "HEAD") for r in reqs[1:]), reqs
     assert "deleted since you read it" in out[0].text
     assert not s3.exists("gone.txt")  # never written unconditionally
