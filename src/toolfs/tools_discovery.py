@@ -221,8 +221,11 @@ def grep(fs: PolicyFileSystem, args: GrepArgs) -> GrepResult:
             return search.result()  # the glob names files outside the searched path
     # Sizes only let a listing skip over-cap files before reading them; where they
     # cost a stat per file (local), the bounded read below finds the same.
-    listed = list(fs.list_files(path, prefix=prefix, sizes=False))
-    if not listed and base:
+    stats: dict[str, int] = {}
+    listed = list(fs.list_files(path, prefix=prefix, sizes=False, stats=stats))
+    if not stats.get("listed") and base:
+        # No file at all below it (denied ones count: a directory of denied files is a
+        # directory, with nothing to show, on every backend alike): maybe a file.
         return _grep_one(fs, path, base, search)
     top = f"{base}/{prefix}" if base and prefix else (base or prefix)
     parts = top.split("/") if top else []

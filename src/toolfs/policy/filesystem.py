@@ -50,6 +50,7 @@ from fsspec.spec import AbstractFileSystem
 from toolfs._trusted import trusted
 from toolfs.backends import Create, Overwrite, PutMode, Store, Update, store_for, unwrapped
 from toolfs.backends.base import Blob
+from toolfs.content_cache import DEFAULT_CACHE_BYTES, shared_cache
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable
 from toolfs.policy.events import (
@@ -95,6 +96,8 @@ class Found:
     kind: Literal["file", "dir"]
     size: int | None
     mtime: float | None
+    version: FileVersion | None = None
+    """The version the listing gave (object stores), which validates cached content."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,13 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         block_size: bytes per request when streaming a file over ``size_cap``.
         cache_bytes: memory bound of the observed-content cache.
         store: the conditional-store adapter (default: chosen by ``fs``'s type).
+        content_cache_bytes: byte budget of the discovery content cache
+            (:mod:`toolfs.content_cache`): ``grep`` on a store whose listing carries
+            versions (S3, GCS, Azure) does not download again an object listed at the
+            version it cached. One cache per process and option set, shared by every
+            context; 0 turns it off.
+        content_cache_dir: hold that cache's bytes as files in this directory instead of
+            in memory.
     """
 
     protocol: ClassVar[str] = "toolfs"
@@ -154,6 +164,8 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         ls_limit: int = 1_000,
         max_in_flight: int = 16,
         gitignore: bool = True,
+        content_cache_bytes: int = DEFAULT_CACHE_BYTES,
+        content_cache_dir: str | None = None,
     ) -> None:
         super().__init__()
         if store is None:  # a DirFileSystem over a known backend gets that backend's store
@@ -193,6 +205,15 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         """Reads ``grep`` keeps outstanding on remote backends."""
         self.gitignore = gitignore
         """``grep`` skips what ``.gitignore`` files inside the root ignore."""
+        if isinstance(content_cache_bytes, bool) or not isinstance(content_cache_bytes, int) \
+                or content_cache_bytes < 0:
+            raise fs_error("invalid_arguments",
+                           "content_cache_bytes must be a non-negative integer")
+        self.content_cache = shared_cache(content_cache_bytes, content_cache_dir)
+        """Listing-validated content of discovery reads (``None``: off)."""
+        token = getattr(fs, "_fs_token", None)
+        self._cache_namespace = f"{type(fs).__module__}.{type(fs).__qualname__}:" + (
+            str(token) if token else f"id{id(fs)}")
         # A commit and the ledger update after it happen under one lock per file (striped),
         # so this context's ledger never goes back to a version it has already replaced.
         self._commit_locks = [threading.Lock() for _ in range(_COMMIT_STRIPES)]
@@ -977,16 +998,20 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             return None
         # A listed symlink is read where it leads, as `resolve` reads a path through it.
         return Found(path=display, rel=rel, backend_path=entry.target or name,
-                     kind=entry.kind, size=entry.size, mtime=entry.mtime)
+                     kind=entry.kind, size=entry.size, mtime=entry.mtime,
+                     version=entry.version)
 
     def list_files(self, path: str | None = None, *, prefix: str = "",
-                   sizes: bool = True) -> Iterator[Found]:
+                   sizes: bool = True, stats: dict[str, int] | None = None
+                   ) -> Iterator[Found]:
         """Every file below the directory ``path`` (default: the root), or only below
         its subdirectory ``prefix`` (relative, ``/``-separated, literal): one flat
         listing (``Store.list_files``), fresh, in no particular order. Denied files are
         left out; nothing outside the root is listed. A missing directory lists nothing.
         Records no observation. ``sizes=False``: sizes and mtimes may be ``None`` where
-        they would cost extra per file (see ``Store.list_files``)."""
+        they would cost extra per file (see ``Store.list_files``). ``stats["listed"]``
+        counts the files the store listed, denied ones included (whether the directory
+        holds any file at all, on every backend alike)."""
         target = self.search_root(path)
         listed = target.backend_path
         if prefix:
@@ -995,12 +1020,21 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             listed = f"{listed.rstrip('/')}/{prefix}" if listed else prefix
             if self._denied(prefix if target.is_root else f"{target.display}/{prefix}"):
                 return
+        cache = self.content_cache
+        names: set[str] | None = set() if cache is not None else None
         for entry in self.store.list_files(listed, sizes=sizes):
             if entry.kind != "file":
                 continue
+            if stats is not None:
+                stats["listed"] = stats.get("listed", 0) + 1
+            if names is not None:
+                names.add(entry.path)
             found = self._found(target, listed, entry, prefix)
             if found is not None:
                 yield found
+        if cache is not None and names is not None:
+            # A complete listing: what it no longer names was deleted.
+            cache.forget_missing(self._cache_namespace, listed, names)
 
     def list_dir(self, path: str | None = None) -> Iterator[Found]:
         """The immediate children of the directory ``path`` (``Store.list_dir``: one
@@ -1030,17 +1064,47 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
                   ) -> Iterator[tuple[Found, Blob | FsError]]:
         """The bytes of listed files (``Store.get_many``: up to ``max_in_flight``
         requests outstanding, in input order); a failure is yielded, not raised.
-        Records no observation. Stopping the iteration cancels what is in flight."""
+        Records no observation. Stopping the iteration cancels what is in flight.
+
+        A file listed with a version (object stores) whose bytes the content cache holds
+        at exactly that version costs no request; a whole file read here (within
+        ``length``) is cached under the version its read returned."""
+        cache = self.content_cache
+        wanted = list(found)
+        cached: dict[int, Blob] = {}
+        if cache is not None:
+            for i, f in enumerate(wanted):
+                if f.version is None:
+                    continue
+                data = cache.get(self._cache_namespace, f.backend_path, f.version)
+                if data is not None and (length is None or len(data) <= length):
+                    cached[i] = Blob(data=data, version=f.version, size=len(data))
         by_path: dict[str, list[Found]] = {}
         order: list[str] = []
-        for f in found:
+        for i, f in enumerate(wanted):
+            if i in cached:
+                continue
             by_path.setdefault(f.backend_path, []).append(f)
             order.append(f.backend_path)
         results = self.store.get_many(order, max_in_flight=max_in_flight or self.max_in_flight,
                                       length=length)
         try:
-            for backend_path, outcome in results:
-                yield by_path[backend_path].pop(0), outcome
+            for i, f in enumerate(wanted):
+                hit = cached.get(i)
+                if hit is not None:
+                    yield f, hit
+                    continue
+                backend_path, outcome = next(results)
+                listed = by_path[backend_path].pop(0)
+                if cache is not None and listed.version is not None:
+                    if isinstance(outcome, Blob) and outcome.complete and (
+                            length is None or outcome.size < length):
+                        # Keyed by the version of exactly these bytes (the read's).
+                        cache.put(self._cache_namespace, backend_path, outcome.version,
+                                  outcome.data)
+                    elif isinstance(outcome, FsError) and outcome.code == "not_found":
+                        cache.forget(self._cache_namespace, backend_path)
+                yield listed, outcome
         finally:
             close = getattr(results, "close", None)
             if close is not None:
