@@ -137,6 +137,10 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             context; 0 turns it off.
         content_cache_dir: hold that cache's bytes as files in this directory instead of
             in memory.
+        grep_engine: ``"auto"`` (default): local ``grep`` runs ripgrep, where there is
+            one, as a prefilter that spares reading the files it finds no line in
+            (:mod:`toolfs.ripgrep`; the answer is the Python engine's); ``"python"``:
+            never.
     """
 
     protocol: ClassVar[str] = "toolfs"
@@ -166,6 +170,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         gitignore: bool = True,
         content_cache_bytes: int = DEFAULT_CACHE_BYTES,
         content_cache_dir: str | None = None,
+        grep_engine: Literal["auto", "python"] = "auto",
     ) -> None:
         super().__init__()
         if store is None:  # a DirFileSystem over a known backend gets that backend's store
@@ -209,6 +214,10 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
                 or content_cache_bytes < 0:
             raise fs_error("invalid_arguments",
                            "content_cache_bytes must be a non-negative integer")
+        if grep_engine not in ("auto", "python"):
+            raise fs_error("invalid_arguments", "grep_engine must be 'auto' or 'python'")
+        self.grep_engine = grep_engine
+        """``auto``: local grep may use ripgrep as a prefilter; ``python``: never."""
         self.content_cache = shared_cache(content_cache_bytes, content_cache_dir)
         """Listing-validated content of discovery reads (``None``: off)."""
         token = getattr(fs, "_fs_token", None)
