@@ -143,3 +143,9 @@ def test_bench_fused_edit() -> None:
     for share in ("the checks the issue's steps leave out", "toolfs's features",
                   "the layers' share"):
         assert re.search(rf"{share}[^:]*: -?\d+\.\d{{3}}x", done.stdout), done.stdout
+
+
+def test_bench_search() -> None:
+    done = run("bench_search.py", timeout=300)
+    assert_table(done)
+    assert "| S3 (moto) |" in done.stdout and "| glob" in done.stdout
