@@ -1050,17 +1050,22 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         delimiter listing on object stores), denied ones left out. ``not_found`` for a
         missing directory (the root lists as empty), ``not_a_file`` for a file."""
         target = self.search_root(path)
-        try:
-            entries = list(self.store.list_dir(target.backend_path))
-        except FsError as err:
-            if err.code == "not_found" and target.is_root:
+        # Streamed as the listing pages come (memory bounded by the caller's cap, not by
+        # the directory's size); an error of the listing is raised where it is met.
+        entries = iter(self.store.list_dir(target.backend_path))
+        while True:
+            try:
+                entry = next(entries, None)
+            except FsError as err:
+                if err.code == "not_found" and target.is_root:
+                    return
+                if err.code == "not_found":
+                    raise self._not_found(target, err) from err.__cause__
+                if err.code == "not_a_file":
+                    err.details["operation"] = "ls"  # the advice: give a directory
+                raise self._fail(err, target, "read") from err.__cause__
+            if entry is None:
                 return
-            if err.code == "not_found":
-                raise self._not_found(target, err) from err.__cause__
-            if err.code == "not_a_file":
-                err.details["operation"] = "ls"  # the advice: give a directory
-            raise self._fail(err, target, "read") from err.__cause__
-        for entry in entries:
             found = self._found(target, target.backend_path, entry, "")
             if found is None or "/" in found.rel:
                 continue
