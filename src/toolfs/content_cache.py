@@ -159,6 +159,21 @@ class ContentCache:
             for p in gone:
                 self._drop((namespace, p))
 
+    def paths_under(self, namespace: str, prefix: str) -> set[str]:
+        """The paths held below the directory ``prefix`` (``""``: all of the namespace)."""
+        base = prefix.rstrip("/")
+        with self._lock:
+            paths = self._by_namespace.get(namespace)
+            if not paths:
+                return set()
+            return {p for p in paths if not base or p.startswith(base + "/")}
+
+    def forget_paths(self, namespace: str, paths: set[str]) -> None:
+        """Drop the entries of ``paths``."""
+        with self._lock:
+            for p in paths:
+                self._drop((namespace, p))
+
     def clear(self) -> None:
         """Drop everything."""
         with self._lock:

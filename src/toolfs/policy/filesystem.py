@@ -1030,20 +1030,52 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             if self._denied(prefix if target.is_root else f"{target.display}/{prefix}"):
                 return
         cache = self.content_cache
-        names: set[str] | None = set() if cache is not None else None
+        # What the cache holds below the listed directory and the listing does not name
+        # was deleted: held in a set of the cached paths (bounded by the cache), never of
+        # the listing (a prefix may hold millions of objects).
+        unlisted = cache.paths_under(self._cache_namespace, listed) if cache else set()
+        # The per-entry work of `_found`, with what is the same for every entry hoisted.
+        base = listed.rstrip("/")
+        head = f"{base}/" if base else ""
+        cut = len(head)
+        shown = "" if target.is_root else f"{escape_undecodable(target.display)}/"
+        inside = f"{prefix}/" if prefix else ""
+        check = bool(self.deny)
+        new, fill = object.__new__, _fill_found
+        listed_count = 0
         for entry in self.store.list_files(listed, sizes=sizes):
             if entry.kind != "file":
                 continue
-            if stats is not None:
-                stats["listed"] = stats.get("listed", 0) + 1
-            if names is not None:
-                names.add(entry.path)
-            found = self._found(target, listed, entry, prefix)
-            if found is not None:
-                yield found
-        if cache is not None and names is not None:
-            # A complete listing: what it no longer names was deleted.
-            cache.forget_missing(self._cache_namespace, listed, names)
+            listed_count += 1
+            name = entry.path
+            if unlisted:
+                unlisted.discard(name)
+            if name.endswith("/"):
+                name = name.rstrip("/")
+            if head:
+                if not name.startswith(head):
+                    continue
+                rel = name[cut:]
+            else:
+                rel = name.lstrip("/")
+            probe = f"/{rel}/"
+            if "//" in probe or "/./" in probe or "/../" in probe:
+                continue  # an empty, "." or ".." segment names no file of the tree
+            if inside:
+                rel = inside + rel
+            if not rel.isascii():
+                rel = escape_undecodable(rel)
+            display = shown + rel if shown else rel
+            if check and not self.visible(display, name):
+                continue
+            found = new(Found)
+            # A listed symlink is read where it leads, as `resolve` reads a path through it.
+            fill(found, display, rel, entry.target or name, entry)
+            yield found
+        if stats is not None:
+            stats["listed"] = stats.get("listed", 0) + listed_count
+        if cache is not None and unlisted:
+            cache.forget_paths(self._cache_namespace, unlisted)
 
     def list_dir(self, path: str | None = None) -> Iterator[Found]:
         """The immediate children of the directory ``path`` (``Store.list_dir``: one
@@ -1127,6 +1159,14 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
     def __repr__(self) -> str:
         return (f"PolicyFileSystem({type(self.fs).__name__}, root={self.jail.root!r}, "
                 f"context_id={self.context_id!r})")
+
+
+def _fill_found(found: Found, display: str, rel: str, backend_path: str, entry: Any) -> None:
+    """Set the fields of a :class:`Found` made with ``object.__new__`` (what its frozen
+    dataclass ``__init__`` does, without a ``__setattr__`` call per field: a listing
+    makes one per file)."""
+    found.__dict__.update(path=display, rel=rel, backend_path=backend_path, kind=entry.kind,
+                          size=entry.size, mtime=entry.mtime, version=entry.version)
 
 
 def _root_not_a_file(target: Target) -> FsError:
