@@ -143,8 +143,8 @@ class Prefilter:
     process: subprocess.Popen[bytes]
 
     def counts(self) -> dict[str, int] | None:
-        """``{absolute path: matching lines}`` of every file ripgrep searched, or
-        ``None`` if it failed (a pattern it refuses, say)."""
+        """``{absolute path: 0 or 1}`` (no line found, or some) of every file ripgrep
+        searched, or ``None`` if it failed (a pattern it refuses, say)."""
         try:
             out, _ = self.process.communicate()
         except BaseException:
@@ -186,7 +186,10 @@ def start(directory: str, pattern: str, *, ignore_case: bool, glob: str | None,
     rg = ripgrep_binary()
     if rg is None:
         return None
-    args = [rg, "--no-config", "--count", "--include-zero", "--null", "--no-messages",
+    # Only "no line" or "some line" is used: --max-count=1 stops a file at its first.
+    # (A NUL after it goes unseen by ripgrep; the file is read by toolfs anyway.)
+    args = [rg, "--no-config", "--count", "--max-count=1", "--include-zero", "--null",
+            "--no-messages",
             "--no-mmap", "--no-ignore-dot", "--no-ignore-global", "--no-ignore-exclude",
             "--no-ignore-parent", "--no-require-git", f"--max-filesize={size_cap}"]
     if not gitignore:
