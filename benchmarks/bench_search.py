@@ -3,8 +3,8 @@ and grep on S3, GCS and Azure with the listing-validated content cache.
 
 * **Local.** A tree of at least 5,000 files / 100 MB copied from the source files of
   the installed packages (site-packages). ``ws.grep`` in the three output modes against
-  ``rg`` with the same output (``-l``, ``-c``, ``-n``), both with the default engine
-  (ripgrep as prefilter, when installed) and the Python engine alone. glob and ls
+  ``rg`` with the same output (``-l``, ``-c``, ``-n``), both with ripgrep as prefilter
+  (``grep_engine="ripgrep"``) and with the Python engine alone (the default). glob and ls
   against an ``os.scandir`` walk that gathers the same facts (path and mtime of every
   file; one directory's entries with their stat). Medians of several runs after a warm-up,
   process start included for rg; ratio = toolfs / baseline (below 1: toolfs is faster).
@@ -132,10 +132,10 @@ def bench_local(runs: int, min_files: int, min_bytes: int) -> None:
         print(f"\nLocal tree: {files} files, {size / 1e6:.0f} MB (site-packages sources); "
               f"rg: {rg or 'not installed'}; {os.cpu_count()} CPUs\n")
         local = fsspec.filesystem("file")
-        auto = toolfs.Workspace(local, root=root)
+        auto = toolfs.Workspace(local, root=root, grep_engine="ripgrep")
         python = toolfs.Workspace(local, root=root, grep_engine="python")
         print("Wall ms (CPU ms in brackets: this process and rg); ratio = toolfs / rg.\n")
-        print("| pattern | mode | rg | toolfs (auto) | auto / rg | python engine "
+        print("| pattern | mode | rg | toolfs (ripgrep) | ripgrep / rg | python engine "
               "| python / rg | same result |")
         print("|---|---|--:|--:|--:|--:|--:|---|")
         nan = (float("nan"), float("nan"))

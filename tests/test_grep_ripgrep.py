@@ -1,4 +1,4 @@
-"""Local grep with ripgrep as a prefilter (``grep_engine="auto"``) answers exactly what the
+"""Local grep with ripgrep as a prefilter (``grep_engine="ripgrep"``) answers exactly what the
 Python engine answers (``grep_engine="python"``): the whole result -- files, lines,
 counts, files searched, skipped -- on the discovery test corpus (deny rules, hidden
 files, .gitignore, binary, not UTF-8, BOM, CRLF, over the size cap, symlinks,
@@ -67,7 +67,7 @@ def _pair(root: pathlib.Path, **kw: Any) -> tuple[Any, Any]:
     b = LocalBackend(str(root))
     b.fs = fsspec.filesystem("file")
     b.root = str(root)
-    auto = b.workspace(grep_engine="auto", **kw)
+    auto = b.workspace(grep_engine="ripgrep", **kw)
     python = b.workspace(grep_engine="python", **kw)
     return auto, python
 

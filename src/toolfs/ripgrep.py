@@ -1,4 +1,5 @@
-"""ripgrep as a prefilter for local ``grep``: it says which files cannot match.
+"""ripgrep as a prefilter for local ``grep`` (``grep_engine="ripgrep"``): it says which
+files cannot match.
 
 toolfs's own engine (:mod:`toolfs.tools_discovery`) stays the judge of every answer.
 ripgrep (the ``rg`` binary: the optional extra ``ripgrep`` installs it, or one on

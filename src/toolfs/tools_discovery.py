@@ -237,8 +237,8 @@ def grep(fs: PolicyFileSystem, args: GrepArgs) -> GrepResult:
 def _prefilter(fs: PolicyFileSystem, args: GrepArgs, base: str, prefix: str,
                regex: LineRegex) -> ripgrep.Prefilter | None:
     """ripgrep started over the listed directory, where it can help: a local store,
-    the ``auto`` engine, a pattern searched line by line alike everywhere."""
-    if fs.grep_engine != "auto" or not isinstance(fs.store, LocalStore) \
+    the ``ripgrep`` engine, a pattern searched line by line alike everywhere."""
+    if fs.grep_engine != "ripgrep" or not isinstance(fs.store, LocalStore) \
             or not regex.whole_text:
         return None
     target = fs.search_root(_search_path(args.path))

@@ -137,10 +137,11 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
             context; 0 turns it off.
         content_cache_dir: hold that cache's bytes as files in this directory instead of
             in memory.
-        grep_engine: ``"auto"`` (default): local ``grep`` runs ripgrep, where there is
-            one, as a prefilter that spares reading the files it finds no line in
-            (:mod:`toolfs.ripgrep`; the answer is the Python engine's); ``"python"``:
-            never.
+        grep_engine: ``"python"`` (default): local ``grep`` reads and searches every
+            candidate itself; ``"ripgrep"``: it runs ripgrep, where there is one, as a
+            prefilter that spares reading the files it finds no line in
+            (:mod:`toolfs.ripgrep`; the answer is the same). Measured in
+            docs/benchmarks.md: a gain only for selective patterns with a core to spare.
     """
 
     protocol: ClassVar[str] = "toolfs"
@@ -170,7 +171,7 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
         gitignore: bool = True,
         content_cache_bytes: int = DEFAULT_CACHE_BYTES,
         content_cache_dir: str | None = None,
-        grep_engine: Literal["auto", "python"] = "auto",
+        grep_engine: Literal["python", "ripgrep"] = "python",
     ) -> None:
         super().__init__()
         if store is None:  # a DirFileSystem over a known backend gets that backend's store
@@ -214,10 +215,10 @@ class PolicyFileSystem(AbstractFileSystem):  # type: ignore[misc]
                 or content_cache_bytes < 0:
             raise fs_error("invalid_arguments",
                            "content_cache_bytes must be a non-negative integer")
-        if grep_engine not in ("auto", "python"):
-            raise fs_error("invalid_arguments", "grep_engine must be 'auto' or 'python'")
+        if grep_engine not in ("python", "ripgrep"):
+            raise fs_error("invalid_arguments", "grep_engine must be 'python' or 'ripgrep'")
         self.grep_engine = grep_engine
-        """``auto``: local grep may use ripgrep as a prefilter; ``python``: never."""
+        """``ripgrep``: local grep uses ripgrep as a prefilter where installed."""
         self.content_cache = shared_cache(content_cache_bytes, content_cache_dir)
         """Listing-validated content of discovery reads (``None``: off)."""
         token = getattr(fs, "_fs_token", None)
