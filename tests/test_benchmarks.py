@@ -162,3 +162,9 @@ def test_bench_notebook() -> None:
     done = run("bench_notebook.py")
     assert_table(done)
     assert "| notebook_edit insert + delete" in done.stdout
+
+
+def test_bench_search() -> None:
+    done = run("bench_search.py", timeout=300)
+    assert_table(done)
+    assert "| S3 (moto) |" in done.stdout and "| glob" in done.stdout

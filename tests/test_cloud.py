@@ -217,7 +217,7 @@ def test_discovery_round_trips(cloud: Any) -> None:
     # head_limit stops early: files are searched in path order (m0, m1, m10, m11, m2, m3,
     # m4, ...); the second match (m4, the 7th) proves the result truncated and ends the
     # search, with at most 2 more reads in flight: at most 9 of the 12 are fetched
-    narrow = cloud.workspace(max_in_flight=2)
+    narrow = cloud.workspace(max_in_flight=2, content_cache_bytes=0)  # fetches counted
     out: list[Any] = []
     reqs = counted(cloud, lambda: out.append(narrow.grep("needle", path="src/pkg",
                                                          head_limit=1)))

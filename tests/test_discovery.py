@@ -645,19 +645,31 @@ def _git_not_ignored(root: pathlib.Path) -> list[str]:
 
 
 def _count_regex_calls() -> Any:
-    """A patch of RE2's ``fullmatch`` that counts its calls (``calls[0]``)."""
+    """A patch of RE2's ``fullmatch`` and of ``discovery.full_match`` (which calls RE2's
+    engine directly) that counts whole-path matches (``calls[0]``)."""
+    import contextlib
     from unittest import mock
 
     import re2
 
+    from toolfs import discovery
+
     calls = [0]
     real = re2._Regexp.fullmatch
+    real_full = discovery.full_match
 
     def counted(self: Any, *args: Any, **kw: Any) -> Any:
         calls[0] += 1
         return real(self, *args, **kw)
 
-    return calls, mock.patch.object(re2._Regexp, "fullmatch", counted)
+    def counted_full(regex: Any, text: str) -> bool:
+        calls[0] += 1
+        return real_full(regex, text)
+
+    patches = contextlib.ExitStack()
+    patches.enter_context(mock.patch.object(re2._Regexp, "fullmatch", counted))
+    patches.enter_context(mock.patch.object(discovery, "full_match", counted_full))
+    return calls, patches
 
 
 @pytest.mark.parametrize("kind", ["literal", "wildcard"])

@@ -291,6 +291,25 @@ def mark_hidden(rel: str) -> str:
     return ("/" + rel).replace("/.", "/" + _MARK)[1:]
 
 
+_BOTH = getattr(getattr(re2, "_Anchor", None), "ANCHOR_BOTH", None)
+
+
+def full_match(regex: re2._Regexp, text: str) -> bool:
+    """Whether ``regex`` matches the whole of ``text``: ``regex.fullmatch(text)``, with
+    RE2's engine called directly where the wrapper exposes it (the public call builds a
+    generator, offset tables and a match object per call, most of glob's cost per path;
+    ``tests/test_full_match.py`` checks both give the same answer)."""
+    engine = getattr(regex, "_regexp", None)
+    if engine is None or _BOTH is None:
+        return regex.fullmatch(text) is not None
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: the public call decides
+        return regex.fullmatch(text) is not None
+    spans = engine.Match(_BOTH, data, 0, len(data))
+    return bool(spans[0][0] >= 0)
+
+
 MAX_COMPILED_CHARS = 8 * MAX_PATTERN_CHARS
 """Most characters a pattern's brace alternatives may add up to."""
 
@@ -355,7 +374,7 @@ class GlobPattern:
     prefix: str
 
     def match(self, rel: str) -> bool:
-        return self.regex.fullmatch(mark_hidden(rel) + "/") is not None
+        return full_match(self.regex, mark_hidden(rel) + "/")
 
 
 def compile_glob(pattern: str) -> GlobPattern:
@@ -417,7 +436,7 @@ class _Rule:
     def matches(self, rel: str, is_dir: bool) -> bool:
         if self.dir_only and not is_dir:
             return False
-        return self.regex.fullmatch(rel + "/") is not None
+        return full_match(self.regex, rel + "/")
 
 
 @dataclass(frozen=True)
@@ -551,7 +570,7 @@ class IgnoreRules:
             if part[-1][0] <= best:
                 break
             regex = self._chunks[c][0 if is_dir else 1]
-            if regex is None or regex.fullmatch(text) is None:
+            if regex is None or not full_match(regex, text):
                 continue
             for index, source, dir_only in reversed(part):
                 if index <= best:
@@ -561,7 +580,7 @@ class IgnoreRules:
                 one = self._one.get(index, False)
                 if one is False:
                     one = self._one[index] = _combined([source])
-                if one is not None and one.fullmatch(text) is not None:
+                if one is not None and full_match(one, text):
                     best = index
                     break
             break  # a later chunk matched: earlier ones cannot beat it

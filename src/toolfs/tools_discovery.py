@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import heapq
 import math
+import os
 from collections.abc import Iterator
 
+from toolfs import ripgrep
 from toolfs.backends.base import Blob
+from toolfs.backends.local import LocalStore
 from toolfs.discovery import (
     LineRegex,
     OverrideGlob,
@@ -210,7 +213,6 @@ def grep(fs: PolicyFileSystem, args: GrepArgs) -> GrepResult:
     path = _search_path(args.path)
     base = _rel_dir(fs, path)
     search = _Search(fs, args, regex)
-    cap = fs.size_cap
 
     # The narrowest literal directory: the search path, or the glob's prefix below it.
     prefix = ""
@@ -219,10 +221,42 @@ def grep(fs: PolicyFileSystem, args: GrepArgs) -> GrepResult:
             prefix = override.prefix[len(base) + 1:] if base else override.prefix
         elif not base.startswith(override.prefix + "/"):
             return search.result()  # the glob names files outside the searched path
-    # Sizes only let a listing skip over-cap files before reading them; where they
-    # cost a stat per file (local), the bounded read below finds the same.
-    listed = list(fs.list_files(path, prefix=prefix, sizes=False))
-    if not listed and base:
+    prefilter = _prefilter(fs, args, base, prefix, regex)
+    try:
+        # Sizes only let a listing skip over-cap files before reading them; where they
+        # cost a stat per file (local), the bounded read below finds the same.
+        stats: dict[str, int] = {}
+        listed = list(fs.list_files(path, prefix=prefix, sizes=False, stats=stats))
+        return _grep_listed(fs, path, base, prefix, override, listed, stats, search,
+                            prefilter)
+    finally:
+        if prefilter is not None:
+            prefilter.close()
+
+
+def _prefilter(fs: PolicyFileSystem, args: GrepArgs, base: str, prefix: str,
+               regex: LineRegex) -> ripgrep.Prefilter | None:
+    """ripgrep started over the listed directory, where it can help: a local store,
+    the ``ripgrep`` engine, a pattern searched line by line alike everywhere."""
+    if fs.grep_engine != "ripgrep" or not isinstance(fs.store, LocalStore) \
+            or not regex.whole_text:
+        return None
+    target = fs.search_root(_search_path(args.path))
+    directory = target.backend_path.rstrip("/") + (f"/{prefix}" if prefix else "")
+    if not os.path.isdir(directory):
+        return None
+    return ripgrep.start(directory, args.pattern, ignore_case=args.ignore_case,
+                         glob=args.glob, gitignore=fs.gitignore, size_cap=fs.size_cap)
+
+
+def _grep_listed(fs: PolicyFileSystem, path: str | None, base: str, prefix: str,
+                 override: OverrideGlob | None, listed: list[Found],
+                 stats: dict[str, int], search: _Search,
+                 prefilter: ripgrep.Prefilter | None) -> GrepResult:
+    cap = fs.size_cap
+    if not stats.get("listed") and base:
+        # No file at all below it (denied ones count: a directory of denied files is a
+        # directory, with nothing to show, on every backend alike): maybe a file.
         return _grep_one(fs, path, base, search)
     top = f"{base}/{prefix}" if base and prefix else (base or prefix)
     parts = top.split("/") if top else []
@@ -237,8 +271,43 @@ def grep(fs: PolicyFileSystem, args: GrepArgs) -> GrepResult:
             search.skip("too_large")
             continue
         candidates.append(f)
-    _run(fs, candidates, search, cap)
+    counts = prefilter.counts() if prefilter is not None else None
+    if counts is None:
+        _run(fs, candidates, search, cap)
+    else:
+        _run_prefiltered(fs, candidates, search, cap, counts)
     return search.result()
+
+
+def _run_prefiltered(fs: PolicyFileSystem, candidates: list[Found], search: _Search,
+                     cap: int, counts: dict[str, int]) -> None:
+    """:func:`_run`, with the files ripgrep searched without finding a line counted as
+    searched unread (see :mod:`toolfs.ripgrep`); every other file is read and searched
+    here, in the same path order, with the same early stop (a file after the stop is
+    not counted, as the Python engine does not reach it)."""
+    window = 64
+    for start in range(0, len(candidates), window):
+        part = candidates[start:start + window]
+        needed = [f for f in part if counts.get(f.backend_path) != 0]
+        outcomes = fs.read_many(needed, length=cap + 1) if needed else iter(())
+        try:
+            for f in part:
+                if counts.get(f.backend_path) == 0:
+                    search.searched += 1
+                    continue
+                found, outcome = next(outcomes)
+                if isinstance(outcome, FsError):
+                    search.skip("unreadable")
+                elif outcome.size > cap:
+                    search.skip("too_large")
+                else:
+                    search.search(found, outcome)
+                if search.done:
+                    return
+        finally:
+            close = getattr(outcomes, "close", None)
+            if close is not None:
+                close()
 
 
 def _run(fs: PolicyFileSystem, candidates: list[Found], search: _Search, cap: int) -> None:

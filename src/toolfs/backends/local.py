@@ -342,15 +342,14 @@ class LocalStore(Store):
                             continue
                         elif entry.is_file(follow_symlinks=False):  # no stat: d_type
                             if not sizes:
-                                yield Entry(path=path, kind="file", size=None, mtime=None)
+                                yield _file_entry(path, None, None, None)
                                 continue
                             st = entry.stat(follow_symlinks=False)
                         else:
                             continue  # FIFO, socket, device
                     except OSError:
                         continue  # removed between the listing and the stat
-                    yield Entry(path=path, kind="file", size=st.st_size,
-                                mtime=st.st_mtime, target=target)
+                    yield _file_entry(path, st.st_size, st.st_mtime, target)
 
     def _scan(self, top: str, identity: tuple[int, int] | None = None
               ) -> contextlib.AbstractContextManager[Iterator[tuple[str, os.DirEntry[str]]]]:
@@ -765,6 +764,17 @@ def _paths_under(fd: int, top: str) -> Iterator[Iterator[tuple[str, os.DirEntry[
             yield ((f"{top}/{entry.name}", entry) for entry in entries)
     finally:
         os.close(fd)
+
+
+def _file_entry(path: str, size: int | None, mtime: float | None,
+                target: str | None) -> Entry:
+    """``Entry(path=path, kind="file", size=size, mtime=mtime, target=target)``, without
+    the frozen dataclass's ``__setattr__`` call per field (a listing makes one per
+    file)."""
+    entry: Entry = object.__new__(Entry)
+    entry.__dict__.update(path=path, kind="file", size=size, mtime=mtime, version=None,
+                          target=target)
+    return entry
 
 
 def _stat_version(st: os.stat_result) -> FileVersion:

@@ -63,6 +63,7 @@ from toolfs.backends import (
     unwrapped,
 )
 from toolfs.backends.base import Blob, forget_listings
+from toolfs.content_cache import DEFAULT_CACHE_BYTES, shared_cache
 from toolfs.diff import text_diff
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable
@@ -140,6 +141,8 @@ class Found:
     kind: Literal["file", "dir"]
     size: int | None
     mtime: float | None
+    version: FileVersion | None = None
+    """The version the listing gave (object stores), which validates cached content."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +204,18 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
             (S3, GCS, Azure: probed once per process and bucket before the first write,
             see :mod:`toolfs.backends.conditions`) and write even where it failed,
             accepting that concurrent changes may be lost there.
+        content_cache_bytes: byte budget of the discovery content cache
+            (:mod:`toolfs.content_cache`): ``grep`` on a store whose listing carries
+            versions (S3, GCS, Azure) does not download again an object listed at the
+            version it cached. One cache per process and option set, shared by every
+            context; 0 turns it off.
+        content_cache_dir: hold that cache's bytes as files in this directory instead of
+            in memory.
+        grep_engine: ``"python"`` (default): local ``grep`` reads and searches every
+            candidate itself; ``"ripgrep"``: it runs ripgrep, where there is one, as a
+            prefilter that spares reading the files it finds no line in
+            (:mod:`toolfs.ripgrep`; the answer is the same). Measured in
+            docs/benchmarks.md: a gain only for selective patterns with a core to spare.
     """
 
     protocol: ClassVar[str] = "toolfs"
@@ -235,6 +250,9 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         fo: str | None = None,
         diff_chars: int = DIFF_CHARS,
         trust_conditions: bool = False,
+        content_cache_bytes: int = DEFAULT_CACHE_BYTES,
+        content_cache_dir: str | None = None,
+        grep_engine: Literal["python", "ripgrep"] = "python",
     ) -> None:
         super().__init__()
         policy = policy_option(policy)
@@ -295,6 +313,19 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
         # Set once the store's conditions are known to hold for every path this
         # filesystem writes (its root names the one bucket they all go to).
         self._conditions_verified = trust_conditions or not self.store.conditions_by_service
+        if isinstance(content_cache_bytes, bool) or not isinstance(content_cache_bytes, int) \
+                or content_cache_bytes < 0:
+            raise fs_error("invalid_arguments",
+                           "content_cache_bytes must be a non-negative integer")
+        if grep_engine not in ("python", "ripgrep"):
+            raise fs_error("invalid_arguments", "grep_engine must be 'python' or 'ripgrep'")
+        self.grep_engine = grep_engine
+        """``ripgrep``: local grep uses ripgrep as a prefilter where installed."""
+        self.content_cache = shared_cache(content_cache_bytes, content_cache_dir)
+        """Listing-validated content of discovery reads (``None``: off)."""
+        token = getattr(fs, "_fs_token", None)
+        self._cache_namespace = f"{type(fs).__module__}.{type(fs).__qualname__}:" + (
+            str(token) if token else f"id{id(fs)}")
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -1467,16 +1498,20 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
             return None
         # A listed symlink is read where it leads, as `resolve` reads a path through it.
         return Found(path=display, rel=rel, backend_path=entry.target or name,
-                     kind=entry.kind, size=entry.size, mtime=entry.mtime)
+                     kind=entry.kind, size=entry.size, mtime=entry.mtime,
+                     version=entry.version)
 
     def list_files(self, path: str | None = None, *, prefix: str = "",
-                   sizes: bool = True) -> Iterator[Found]:
+                   sizes: bool = True, stats: dict[str, int] | None = None
+                   ) -> Iterator[Found]:
         """Every file below the directory ``path`` (default: the root), or only below
         its subdirectory ``prefix`` (relative, ``/``-separated, literal): one flat
         listing (``Store.list_files``), fresh, in no particular order. Denied files are
         left out; nothing outside the root is listed. A missing directory lists nothing.
         Records no observation. ``sizes=False``: sizes and mtimes may be ``None`` where
-        they would cost extra per file (see ``Store.list_files``)."""
+        they would cost extra per file (see ``Store.list_files``). ``stats["listed"]``
+        counts the files the store listed, denied ones included (whether the directory
+        holds any file at all, on every backend alike)."""
         target = self.search_root(path)
         listed = target.backend_path
         if prefix:
@@ -1485,29 +1520,75 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
             listed = f"{listed.rstrip('/')}/{prefix}" if listed else prefix
             if self._denied(prefix if target.is_root else f"{target.display}/{prefix}"):
                 return
+        cache = self.content_cache
+        # What the cache holds below the listed directory and the listing does not name
+        # was deleted: held in a set of the cached paths (bounded by the cache), never of
+        # the listing (a prefix may hold millions of objects).
+        unlisted = cache.paths_under(self._cache_namespace, listed) if cache else set()
+        # The per-entry work of `_found`, with what is the same for every entry hoisted.
+        base = listed.rstrip("/")
+        head = f"{base}/" if base else ""
+        cut = len(head)
+        shown = "" if target.is_root else f"{escape_undecodable(target.display)}/"
+        inside = f"{prefix}/" if prefix else ""
+        check = bool(self.deny)
+        new, fill = object.__new__, _fill_found
+        listed_count = 0
         for entry in self.store.list_files(listed, sizes=sizes):
             if entry.kind != "file":
                 continue
-            found = self._found(target, listed, entry, prefix)
-            if found is not None:
-                yield found
+            listed_count += 1
+            name = entry.path
+            if unlisted:
+                unlisted.discard(name)
+            if name.endswith("/"):
+                name = name.rstrip("/")
+            if head:
+                if not name.startswith(head):
+                    continue
+                rel = name[cut:]
+            else:
+                rel = name.lstrip("/")
+            probe = f"/{rel}/"
+            if "//" in probe or "/./" in probe or "/../" in probe:
+                continue  # an empty, "." or ".." segment names no file of the tree
+            if inside:
+                rel = inside + rel
+            if not rel.isascii():
+                rel = escape_undecodable(rel)
+            display = shown + rel if shown else rel
+            if check and not self.visible(display, name):
+                continue
+            found = new(Found)
+            # A listed symlink is read where it leads, as `resolve` reads a path through it.
+            fill(found, display, rel, entry.target or name, entry)
+            yield found
+        if stats is not None:
+            stats["listed"] = stats.get("listed", 0) + listed_count
+        if cache is not None and unlisted:
+            cache.forget_paths(self._cache_namespace, unlisted)
 
     def list_dir(self, path: str | None = None) -> Iterator[Found]:
         """The immediate children of the directory ``path`` (``Store.list_dir``: one
         delimiter listing on object stores), denied ones left out. ``not_found`` for a
         missing directory (the root lists as empty), ``not_a_file`` for a file."""
         target = self.search_root(path)
-        try:
-            entries = list(self.store.list_dir(target.backend_path))
-        except FsError as err:
-            if err.code == "not_found" and target.is_root:
+        # Streamed as the listing pages come (memory bounded by the caller's cap, not by
+        # the directory's size); an error of the listing is raised where it is met.
+        entries = iter(self.store.list_dir(target.backend_path))
+        while True:
+            try:
+                entry = next(entries, None)
+            except FsError as err:
+                if err.code == "not_found" and target.is_root:
+                    return
+                if err.code == "not_found":
+                    raise self._not_found(target, err) from err.__cause__
+                if err.code == "not_a_file":
+                    err.details["operation"] = "ls"  # the advice: give a directory
+                raise self._fail(err, target, "read") from err.__cause__
+            if entry is None:
                 return
-            if err.code == "not_found":
-                raise self._not_found(target, err) from err.__cause__
-            if err.code == "not_a_file":
-                err.details["operation"] = "ls"  # the advice: give a directory
-            raise self._fail(err, target, "read") from err.__cause__
-        for entry in entries:
             found = self._found(target, target.backend_path, entry, "")
             if found is None or "/" in found.rel:
                 continue
@@ -1520,17 +1601,47 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
                   ) -> Iterator[tuple[Found, Blob | FsError]]:
         """The bytes of listed files (``Store.get_many``: up to ``max_in_flight``
         requests outstanding, in input order); a failure is yielded, not raised.
-        Records no observation. Stopping the iteration cancels what is in flight."""
+        Records no observation. Stopping the iteration cancels what is in flight.
+
+        A file listed with a version (object stores) whose bytes the content cache holds
+        at exactly that version costs no request; a whole file read here (within
+        ``length``) is cached under the version its read returned."""
+        cache = self.content_cache
+        wanted = list(found)
+        cached: dict[int, Blob] = {}
+        if cache is not None:
+            for i, f in enumerate(wanted):
+                if f.version is None:
+                    continue
+                data = cache.get(self._cache_namespace, f.backend_path, f.version)
+                if data is not None and (length is None or len(data) <= length):
+                    cached[i] = Blob(data=data, version=f.version, size=len(data))
         by_path: dict[str, list[Found]] = {}
         order: list[str] = []
-        for f in found:
+        for i, f in enumerate(wanted):
+            if i in cached:
+                continue
             by_path.setdefault(f.backend_path, []).append(f)
             order.append(f.backend_path)
         results = self.store.get_many(order, max_in_flight=max_in_flight or self.max_in_flight,
                                       length=length)
         try:
-            for backend_path, outcome in results:
-                yield by_path[backend_path].pop(0), outcome
+            for i, f in enumerate(wanted):
+                hit = cached.get(i)
+                if hit is not None:
+                    yield f, hit
+                    continue
+                backend_path, outcome = next(results)
+                listed = by_path[backend_path].pop(0)
+                if cache is not None and listed.version is not None:
+                    if isinstance(outcome, Blob) and outcome.complete and (
+                            length is None or outcome.size < length):
+                        # Keyed by the version of exactly these bytes (the read's).
+                        cache.put(self._cache_namespace, backend_path, outcome.version,
+                                  outcome.data)
+                    elif isinstance(outcome, FsError) and outcome.code == "not_found":
+                        cache.forget(self._cache_namespace, backend_path)
+                yield listed, outcome
         finally:
             close = getattr(results, "close", None)
             if close is not None:
@@ -1543,6 +1654,14 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
 
 _UNFETCHED: FsError = fs_error("backend_error", "not fetched")
 """Marks the current bytes as not fetched yet (no request made)."""
+
+
+def _fill_found(found: Found, display: str, rel: str, backend_path: str, entry: Any) -> None:
+    """Set the fields of a :class:`Found` made with ``object.__new__`` (what its frozen
+    dataclass ``__init__`` does, without a ``__setattr__`` call per field: a listing
+    makes one per file)."""
+    found.__dict__.update(path=display, rel=rel, backend_path=backend_path, kind=entry.kind,
+                          size=entry.size, mtime=entry.mtime, version=entry.version)
 
 
 def _root_not_a_file(target: Target) -> FsError:

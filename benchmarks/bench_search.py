@@ -1,0 +1,272 @@
+"""Search at scale: local grep against ripgrep, glob and ls against a bare os.scandir walk,
+and grep on S3, GCS and Azure with the listing-validated content cache.
+
+* **Local.** A tree of at least 5,000 files / 100 MB copied from the source files of
+  the installed packages (site-packages). ``ws.grep`` in the three output modes against
+  ``rg`` with the same output (``-l``, ``-c``, ``-n``), both with ripgrep as prefilter
+  (``grep_engine="ripgrep"``) and with the Python engine alone (the default). glob and ls
+  against an ``os.scandir`` walk that gathers the same facts (path and mtime of every
+  file; one directory's entries with their stat). Medians of several runs after a warm-up,
+  process start included for rg; ratio = toolfs / baseline (below 1: toolfs is faster).
+* **Object stores.** A prefix of N objects (2,000 by default) on moto, fake-gcs-server
+  and Azurite: requests of a cold grep, a second grep of the unchanged prefix, a grep
+  after K objects changed, and a read of a file grep just fetched, counted at the
+  emulator.
+* **Big prefix.** glob, ls and grep (``head_limit``) over a prefix of ``--big`` objects
+  on moto: the listing pages requested and the peak of Python memory (tracemalloc).
+
+Ratios come from one run on this machine; no threshold is asserted anywhere.
+
+    python benchmarks/bench_search.py [--objects 2000] [--changes 10] [--big 20000] [--tiny]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+import fsspec
+
+import toolfs
+from toolfs import ripgrep
+from toolfs.testing.azurite import AzuriteEmulator
+from toolfs.testing.emulators import GCSEmulator, S3Emulator
+
+SOURCE_EXT = (".py", ".pyi", ".txt", ".md", ".rst", ".json", ".toml", ".cfg", ".c", ".h",
+              ".js", ".ts", ".html", ".css")
+PATTERNS = [r"def \w+\(", "zzqx_no_match", "import", r"(?i)utf-?8"]
+MODES = {"files_with_matches": "-l", "count": "-c", "content": "-n"}
+
+
+def build_tree(dest: str, min_files: int, min_bytes: int) -> tuple[int, int]:
+    """Copy source files of the installed packages into ``dest`` until both minimums
+    are met (in a stable order, so runs compare)."""
+    src = sysconfig.get_path("purelib")
+    files = total = 0
+    for dirpath, dirs, names in os.walk(src):
+        dirs.sort()
+        for name in sorted(names):
+            if not name.endswith(SOURCE_EXT):
+                continue
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                continue
+            out = os.path.join(dest, os.path.relpath(path, src))
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            shutil.copyfile(path, out)
+            files += 1
+            total += os.path.getsize(out)
+            if files >= min_files and total >= min_bytes:
+                return files, total
+    return files, total
+
+
+def median_ms(fn: Callable[[], object], runs: int) -> float:
+    return timed(fn, runs)[0]
+
+
+def _cpu() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def timed(fn: Callable[[], object], runs: int) -> tuple[float, float]:
+    """Median wall ms and median CPU ms (this process and its children: rg) of ``runs``
+    calls after a warm-up (page cache, imports, rg lookup). CPU time says more than
+    wall time on a machine whose cores other work is using."""
+    fn()
+    walls, cpus = [], []
+    for _ in range(runs):
+        cpu, start = _cpu(), time.perf_counter()
+        fn()
+        walls.append(time.perf_counter() - start)
+        cpus.append(_cpu() - cpu)
+    return statistics.median(walls) * 1000, statistics.median(cpus) * 1000
+
+
+def _pair(t: tuple[float, float]) -> str:
+    return f"{t[0]:.0f} ({t[1]:.0f})"
+
+
+def _ratio(a: tuple[float, float], b: tuple[float, float]) -> str:
+    return f"{a[0] / b[0]:.2f}x ({a[1] / b[1]:.2f}x)"
+
+
+def scandir_walk(root: str) -> int:
+    """The bare walk glob is compared with: every file's path and mtime."""
+    stack, n = [root], 0
+    while stack:
+        with os.scandir(stack.pop()) as it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
+                else:
+                    e.stat(follow_symlinks=False)
+                    n += 1
+    return n
+
+
+def scandir_one(path: str) -> int:
+    """The bare listing ls is compared with: one directory's entries and their stat."""
+    with os.scandir(path) as it:
+        return sum(1 for e in it if e.stat(follow_symlinks=False))
+
+
+def bench_local(runs: int, min_files: int, min_bytes: int) -> None:
+    rg = ripgrep.ripgrep_binary()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = os.path.join(tmp, "tree")
+        files, size = build_tree(root, min_files, min_bytes)
+        print(f"\nLocal tree: {files} files, {size / 1e6:.0f} MB (site-packages sources); "
+              f"rg: {rg or 'not installed'}; {os.cpu_count()} CPUs\n")
+        local = fsspec.filesystem("file")
+        auto = toolfs.Workspace(local, root=root, grep_engine="ripgrep")
+        python = toolfs.Workspace(local, root=root, grep_engine="python")
+        print("Wall ms (CPU ms in brackets: this process and rg); ratio = toolfs / rg.\n")
+        print("| pattern | mode | rg | toolfs (ripgrep) | ripgrep / rg | python engine "
+              "| python / rg | same result |")
+        print("|---|---|--:|--:|--:|--:|--:|---|")
+        nan = (float("nan"), float("nan"))
+        for pattern in PATTERNS:
+            for mode, flag in MODES.items():
+                cmd = [rg or "rg", "--no-config", flag, pattern, root]
+                base = timed(lambda c=cmd: subprocess.run(c, capture_output=True),
+                             runs) if rg is not None else nan
+                ours = timed(lambda p=pattern, m=mode: auto.grep(p, output_mode=m), runs)
+                py = timed(lambda p=pattern, m=mode: python.grep(p, output_mode=m), runs)
+                same = auto.grep(pattern, output_mode=mode) == python.grep(
+                    pattern, output_mode=mode)
+                print(f"| `{pattern}` | {mode} | {_pair(base)} | {_pair(ours)} | "
+                      f"{_ratio(ours, base)} | {_pair(py)} | {_ratio(py, base)} | {same} |")
+        walk = timed(lambda: scandir_walk(root), runs)
+        glob_ms = timed(lambda: auto.glob("**/*.py"), runs)
+        top = max((e.path for e in os.scandir(root) if e.is_dir()),
+                  key=lambda p: len(os.listdir(p)))
+        one = timed(lambda: scandir_one(top), runs * 20)
+        ls_ms = timed(lambda: auto.ls(os.path.basename(top)), runs * 20)
+        print("\n| call | baseline | baseline ms | toolfs ms | toolfs / baseline |")
+        print("|---|---|--:|--:|--:|")
+        print(f"| glob `**/*.py` | os.scandir walk + stat | {_pair(walk)} | "
+              f"{_pair(glob_ms)} | {_ratio(glob_ms, walk)} |")
+        print(f"| ls (largest directory, {len(os.listdir(top))} entries) | one os.scandir "
+              f"+ stat | {one[0]:.2f} | {ls_ms[0]:.2f} | {ls_ms[0] / one[0]:.2f}x |")
+
+
+def _objects(i: int) -> bytes:
+    lines = [f"line {n} of object {i}" for n in range(30)]
+    if i % 9 == 0:
+        lines[12] = f"needle_{i} here"
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _counted(emu: Any, call: Callable[[], object]) -> tuple[object, list[Any]]:
+    emu.clear_requests()
+    out = call()
+    return out, [r for r in emu.requests() if not r.path.startswith("/_toolfs")]
+
+
+def bench_stores(objects: int, changes: int) -> None:
+    print(f"\nObject stores: a prefix of {objects} objects; K = {changes} changed behind "
+          "toolfs's back; requests counted at the emulator\n")
+    print("| backend | cold grep | second grep (unchanged) | of which listing | "
+          f"grep after {changes} changes | read after grep | same results |")
+    print("|---|--:|--:|--:|--:|--:|---|")
+    for emu_cls in (S3Emulator, GCSEmulator, AzuriteEmulator):
+        with emu_cls() as emu:
+            print(_store_row(emu, objects, changes))
+    sys.stdout.flush()
+
+
+def _store_row(emu: Any, objects: int, changes: int) -> str:
+    emu.create_bucket("bench")
+    fs: Any = (emu.s3fs_filesystem() if isinstance(emu, S3Emulator)
+               else emu.adlfs_filesystem() if isinstance(emu, AzuriteEmulator)
+               else emu.gcsfs_filesystem())
+    fs.pipe({f"bench/repo/src/p{i % 20}/m{i:05}.py": _objects(i) for i in range(objects)})
+    ws = toolfs.Workspace(fs, root="bench/repo", content_cache_bytes=256 << 20,
+                          gitignore=False)
+
+    def grep() -> Any:
+        return ws.grep("needle_\\d+", path="src", output_mode="content")
+
+    cold_r, cold = _counted(emu, grep)
+    warm_r, warm = _counted(emu, grep)
+    listing = [r for r in warm if "/m0" not in r.path and "%2Fm0" not in r.path]
+    for i in range(changes):
+        fs.pipe_file(f"bench/repo/src/p{i % 20}/m{i:05}.py", _objects(i) + b"x\n")
+    after_r, after = _counted(emu, grep)
+    _, read = _counted(emu, lambda: ws.read("src/p1/m00001.py"))
+    fresh = toolfs.Workspace(fs, root="bench/repo", content_cache_bytes=0, gitignore=False)
+    same = cold_r == warm_r and after_r == fresh.grep("needle_\\d+", path="src",
+                                                      output_mode="content")
+    name = {S3Emulator: "S3 (moto)", GCSEmulator: "GCS (fake-gcs-server)",
+            AzuriteEmulator: "Azure (Azurite)"}[type(emu)]
+    return (f"| {name} | {len(cold)} | {len(warm)} | {len(listing)} | {len(after)} "
+            f"| {len(read)} | {same} |")
+
+
+def bench_big_prefix(big: int) -> None:
+    print(f"\nBig prefix: {big} objects on moto; requests and peak Python memory "
+          "(tracemalloc) per call\n")
+    print("| call | requests | listing pages | peak MB | result |")
+    print("|---|--:|--:|--:|---|")
+    with S3Emulator() as emu:
+        emu.create_bucket("big")
+        fs = emu.s3fs_filesystem()
+        batch = 5000
+        for start in range(0, big, batch):
+            fs.pipe({f"big/p/d{i % 100:02}/f{i:06}.txt": b"needle\n" if i % 10 == 0
+                     else b"hay\n" for i in range(start, min(big, start + batch))})
+        ws = toolfs.Workspace(fs, root="big/p", content_cache_bytes=0, gitignore=False)
+        calls: list[tuple[str, Callable[[], Any]]] = [
+            ("glob `**/*.txt`", lambda: len(ws.glob("**/*.txt").paths)),
+            ("ls", lambda: len(ws.ls("").entries)),
+            ("grep head_limit=5", lambda: ws.grep("needle", head_limit=5).files),
+        ]
+        for name, call in calls:
+            tracemalloc.start()
+            emu.clear_requests()
+            out = call()
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            reqs = [r for r in emu.requests() if not r.path.startswith("/_toolfs")]
+            pages = [r for r in reqs if "list-type" in r.query or "prefix=" in r.query]
+            print(f"| {name} | {len(reqs)} | {len(pages)} | {peak / 1e6:.1f} | "
+                  f"{str(out)[:40]} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--objects", type=int, default=2000)
+    parser.add_argument("--changes", type=int, default=10)
+    parser.add_argument("--big", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--tiny", action="store_true", help="small sizes (smoke test)")
+    parser.add_argument("--only", choices=["local", "stores", "big"], default=None)
+    args = parser.parse_args()
+    if args.tiny:
+        args.objects, args.changes, args.big, args.runs = 30, 3, 300, 1
+    min_files, min_bytes = (200, 1_000_000) if args.tiny else (5000, 100_000_000)
+    if args.only in (None, "local"):
+        bench_local(args.runs, min_files, min_bytes)
+    if args.only in (None, "stores"):
+        bench_stores(args.objects, args.changes)
+    if args.only in (None, "big"):
+        bench_big_prefix(args.big)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
