@@ -1552,6 +1552,9 @@ class PolicyFileSystem(ChainedBase, metaclass=OneContextPerOptions):  # type: ig
             probe = f"/{rel}/"
             if "//" in probe or "/./" in probe or "/../" in probe:
                 continue  # an empty, "." or ".." segment names no file of the tree
+            if conditions.RESERVED_MARK in rel and any(
+                    map(conditions.is_reserved_name, rel.split("/"))):
+                continue  # toolfs's own temporary object (a probe's, a crashed write's)
             if inside:
                 rel = inside + rel
             if not rel.isascii():
