@@ -25,20 +25,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from anthropic.lib.tools import (
-    BetaAsyncFunctionTool,
-    BetaFunctionTool,
-    ToolError,
-)
+from anthropic.lib.tools import BetaAsyncFunctionTool, BetaFunctionTool, ToolError
 
 from toolfs.errors import FsError, fs_error
 from toolfs.integrations.anthropic_commands import _line_number
 from toolfs.integrations.anthropic_editor import AsyncTextEditor, TextEditor
 from toolfs.integrations.anthropic_memory import AsyncMemoryTool, MemoryTool
-from toolfs.render import (
-    ToolOutput,
-    render_output,
-)
+from toolfs.render import ToolOutput, render_output
 from toolfs.tools import MAX_OFFSET
 from toolfs.workspace import AsyncWorkspace, Workspace
 

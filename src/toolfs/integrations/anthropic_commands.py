@@ -36,9 +36,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pydantic
-from anthropic.lib.tools import (
-    ToolError,
-)
+from anthropic.lib.tools import ToolError
 
 from toolfs import tools
 from toolfs.errors import ADVICE, FsError, fs_error

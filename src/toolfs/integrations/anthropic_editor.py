@@ -14,10 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from anthropic.lib.tools import (
-    BetaAsyncBuiltinFunctionTool,
-    BetaBuiltinFunctionTool,
-)
+from anthropic.lib.tools import BetaAsyncBuiltinFunctionTool, BetaBuiltinFunctionTool
 
 from toolfs.errors import fs_error
 from toolfs.integrations.anthropic_commands import (
@@ -27,9 +24,7 @@ from toolfs.integrations.anthropic_commands import (
     _Engine,
     _result,
 )
-from toolfs.render import (
-    ToolOutput,
-)
+from toolfs.render import ToolOutput
 from toolfs.workspace import AsyncWorkspace, Workspace
 
 

@@ -12,10 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from anthropic.lib.tools import (
-    BetaAbstractMemoryTool,
-    BetaAsyncAbstractMemoryTool,
-)
+from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool
 from anthropic.types.beta import (
     BetaMemoryTool20250818CreateCommand,
     BetaMemoryTool20250818DeleteCommand,
@@ -26,9 +23,7 @@ from anthropic.types.beta import (
 )
 
 from toolfs.integrations.anthropic_commands import _MEMORY_COMMANDS, _Engine, _result
-from toolfs.render import (
-    ToolOutput,
-)
+from toolfs.render import ToolOutput
 from toolfs.workspace import AsyncWorkspace, Workspace
 
 
