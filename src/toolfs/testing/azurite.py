@@ -53,13 +53,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolfs.testing.emulators import (
-    _HOST,
-    RecordedRequest,
-    _log_tail,
-    _ProxiedEmulator,
-    _spawn_python_child,
-)
+from toolfs.testing.process import _HOST, _log_tail, _spawn_python_child
+from toolfs.testing.proxy import _ProxiedEmulator
+from toolfs.testing.requestlog import RecordedRequest
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem

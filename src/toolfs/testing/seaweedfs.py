@@ -52,16 +52,16 @@ import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolfs.testing.emulators import (
+from toolfs.testing.moto import new_s3fs_filesystem
+from toolfs.testing.process import (
     _HOST,
     _free_port,
     _http,
     _log_tail,
-    _ProxiedEmulator,
     _run_supervisor,
     _terminate,
-    new_s3fs_filesystem,
 )
+from toolfs.testing.proxy import _ProxiedEmulator
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
