@@ -179,3 +179,21 @@ def test_translate() -> None:
     assert t(r"[[:alpha:]$]") == r"[[:alpha:]$]"
     assert ripgrep.parse_counts(b"a\0" + b"3\nb\nc\0" + b"0\n") == {"a": 3, "b\nc": 0}
     assert os.path.basename(ripgrep.ripgrep_binary() or "rg") == "rg"
+
+
+def test_the_prefilter_stops_at_the_deadline() -> None:
+    """A ripgrep that does not finish is stopped when the call's deadline passes: the
+    search ends with backend_error and no process is left running."""
+    import subprocess
+    import sys
+
+    from toolfs import deadline
+    from toolfs.errors import FsError
+    from toolfs.ripgrep import Prefilter
+
+    stuck = Prefilter(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                                       stdout=subprocess.PIPE))
+    with deadline.scope(0.3), pytest.raises(FsError) as err:
+        stuck.counts()
+    assert err.value.code == "backend_error" and "nothing was changed" in err.value.message
+    assert stuck.process.poll() is not None  # stopped, not left behind

@@ -37,6 +37,8 @@ import sysconfig
 import threading
 from dataclasses import dataclass
 
+from toolfs import deadline
+
 _ASCII_CLASSES = {
     "w": "0-9A-Za-z_", "d": "0-9", "s": "\\t\\n\\x0C\\r ",
 }
@@ -145,9 +147,16 @@ class Prefilter:
 
     def counts(self) -> dict[str, int] | None:
         """``{absolute path: 0 or 1}`` (no line found, or some) of every file ripgrep
-        searched, or ``None`` if it failed (a pattern it refuses, say)."""
+        searched, or ``None`` if it failed (a pattern it refuses, say). Waits no longer
+        than the call's deadline (:mod:`toolfs.deadline`): past it ripgrep is stopped and
+        the search ends with ``backend_error``."""
+        left = deadline.remaining()
         try:
-            out, _ = self.process.communicate()
+            out, _ = self.process.communicate(
+                timeout=None if left is None else max(left, 0.01))
+        except subprocess.TimeoutExpired as exc:
+            self.close()
+            raise deadline.exceeded("list", ".", may_have_changed=False) from exc
         except BaseException:
             self.close()
             raise
