@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import pathlib
 import random
+import subprocess
+import sys
 from typing import Any
 
 import fsspec
@@ -25,7 +27,8 @@ from tests.test_discovery import (
     _grep_tree,
     _ignore_tree,
 )
-from toolfs import ripgrep
+from toolfs import deadline, ripgrep
+from toolfs.errors import FsError
 
 PATTERNS = sorted({*_LINE_PATTERNS, *_TRICKY, *(g[0] for g in GREPS), "hello", "zzz",
                    r"\w+é", r"caf\W", r"\bhello\b", r"[\w-]+\.txt", r"[^\W\d]+$",
@@ -184,14 +187,7 @@ def test_translate() -> None:
 def test_the_prefilter_stops_at_the_deadline() -> None:
     """A ripgrep that does not finish is stopped when the call's deadline passes: the
     search ends with backend_error and no process is left running."""
-    import subprocess
-    import sys
-
-    from toolfs import deadline
-    from toolfs.errors import FsError
-    from toolfs.ripgrep import Prefilter
-
-    stuck = Prefilter(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+    stuck = ripgrep.Prefilter(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
                                        stdout=subprocess.PIPE))
     with deadline.scope(0.3), pytest.raises(FsError) as err:
         stuck.counts()
