@@ -187,8 +187,8 @@ def test_translate() -> None:
 def test_the_prefilter_stops_at_the_deadline() -> None:
     """A ripgrep that does not finish is stopped when the call's deadline passes: the
     search ends with backend_error and no process is left running."""
-    stuck = ripgrep.Prefilter(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
-                                       stdout=subprocess.PIPE))
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    stuck = ripgrep.Prefilter(subprocess.Popen(sleeper, stdout=subprocess.PIPE))
     with deadline.scope(0.3), pytest.raises(FsError) as err:
         stuck.counts()
     assert err.value.code == "backend_error" and "nothing was changed" in err.value.message
