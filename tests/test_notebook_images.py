@@ -146,6 +146,31 @@ def test_images_count_against_the_output_budget() -> None:
     assert len(rest.images) == 8 - len(out.images) and "not shown" not in rest.text
 
 
+def test_every_adapter_projection_carries_the_notebook_images() -> None:
+    """Each adapter sends ``ToolOutput.images`` in its provider's form (checked through
+    the frameworks' runners in tests/test_media_projections.py): a notebook's go too."""
+    from toolfs.integrations import anthropic, langchain, openai, openai_agents, pydantic_ai
+    from toolfs.integrations.mcp_server import mcp_content
+
+    ws = toolfs.Workspace("memory://nbimages-adapters")
+    ws.fs.fs.pipe_file(ws.fs.jail.root + "/plots.ipynb",
+                       notebook([[{"image/png": _b64(PLOT)}]]))
+    out = ws.execute("read", {"file_path": "plots.ipynb"})
+    b64 = _b64(PLOT)
+    assert mcp_content(out)[1] == {"type": "image", "data": b64, "mimeType": "image/png"}
+    blocks = anthropic.tool_result_content(out)
+    assert isinstance(blocks, list) and blocks[1]["source"]["data"] == b64
+    chat = langchain.message_content(out)
+    assert isinstance(chat, list) and chat[1]["base64"] == b64
+    item = openai.function_call_output({"type": "function_call", "call_id": "c1"}, out)
+    assert item["output"][1]["image_url"] == f"data:image/png;base64,{b64}"
+    parts = openai_agents.tool_output(out)
+    assert isinstance(parts, list) and parts[1].image_url == f"data:image/png;base64,{b64}"
+    ret = pydantic_ai.tool_return(out)
+    assert not isinstance(ret, str) and ret.content is not None
+    assert [c.data for c in ret.content if not isinstance(c, str)] == [PLOT]
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
