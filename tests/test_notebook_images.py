@@ -86,6 +86,24 @@ def test_image_outputs_are_shown_fitted_and_svg_stays_named(sync_backend: Backen
     assert isinstance(r, NotebookReadResult) and r.images == out.images
 
 
+def test_without_pillow_an_output_within_the_limits_still_shows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(media, "_pillow", lambda: None)  # as without toolfs[media]
+    ws = toolfs.Workspace("memory://nbimages-no-pillow")
+    ws.fs.fs.pipe_file(ws.fs.jail.root + "/plots.ipynb", notebook([
+        [{"image/png": _b64(PLOT)}], [{"image/jpeg": _b64(PHOTO)}],
+        [{"image/png": "not base64!"}], [{"image/png": _b64(b"\x89PNG\r\n\x1a\n" + bytes(8))}]]))
+    out = ws.execute("read", {"file_path": "plots.ipynb"})
+    assert [i.data for i in out.images] == [PLOT]
+    assert (f"[image cell-2-output-1.jpg: image/jpeg, {len(PHOTO) / 1000:.1f} KB; not "
+            "shown: fitting it to the image limits needs the toolfs[media] extra]"
+            in out.text)
+    assert "cell-3-output-1.png: image/png, 7 bytes; not shown: its base64 data is " \
+        "malformed]" in out.text
+    assert "[image cell-4-output-1.png: image/png, 16 bytes; not shown: it cannot be " \
+        "decoded]" in out.text
+
+
 def test_a_thousand_image_outputs_decode_a_bounded_number(
         monkeypatch: pytest.MonkeyPatch) -> None:
     tiny = _b64(image_bytes("RGB", (32, 24), "PNG"))
