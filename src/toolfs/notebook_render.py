@@ -23,6 +23,7 @@ __all__ = ["notebook_edit_view", "notebook_read_view", "render_notebook_edit",
            "render_notebook_output", "render_notebook_read"]
 
 _FOOTER_ROOM = 300
+_NOTE_ROOM = 200
 _OVER_BUDGET = "over the output budget"
 _CAPPED = "a read shows at most"  # how toolfs.notebook_tools says its image limit
 
@@ -125,6 +126,9 @@ def notebook_read_view(r: NotebookReadResult, max_chars: int
         return (f"{head}\n(Offset {r.start_cell} is past the last cell: use an offset "
                 f"between 1 and {r.total_cells}.)"), r
     room = max_chars - len(head) - _FOOTER_ROOM
+    if any(o.image is not None and (o.image.image is not None or (
+            o.image.not_shown or "").startswith(_CAPPED)) for c in r.cells for o in c.outputs):
+        room -= _NOTE_ROOM  # the note on images left out may follow the footer
     parts: list[str] = [head]
     shown: list[NotebookCell] = []
     used = 0
