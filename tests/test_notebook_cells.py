@@ -88,7 +88,7 @@ def test_read_shows_cells_not_json() -> None:
     # outputs: a stream cut to its first lines and marked, an image named, an error
     assert "    row 9\n    [... 15 more lines not shown]" in text and "row 10" not in text
     assert ("[output 1: display_data image/png] [image cell-3-output-1.png: image/png, "
-            "70 bytes; not shown in this view]") in text
+            "1x1, shown]") in text
     assert "[output 1: error] ZeroDivisionError: division by zero (2 traceback lines" in text
     assert "[cell 5] id=empty code\n  (empty)" in text
     assert PNG_SNIPPET not in text and '"cell_type"' not in text

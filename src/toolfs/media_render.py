@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from toolfs.escaping import escape_undecodable_data
 from toolfs.render import _FOOTER_ROOM, ToolOutput, _clip, _Limits, _plural
-from toolfs.results import MediaPage, MediaResult, ToolImage
+from toolfs.results import ImageFacts, MediaPage, MediaResult, ToolImage
 from toolfs.versions import FileVersion
 
 __all__ = ["ImageFacts", "MediaPageView", "MediaView", "human_size", "image_cost",
@@ -27,16 +27,6 @@ CHARS_PER_TOKEN = 4
 PIXELS_PER_TOKEN = 750
 """Anthropic's documented estimate of an image's tokens (width x height / 750); OpenAI's
 tiling and Gemini's per-tile count come out in the same range for a 1568-pixel image."""
-
-
-class ImageFacts(BaseModel):
-    """An image in structured content: its type and size (the bytes go as an image)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    mime_type: str
-    width: int
-    height: int
 
 
 class MediaPageView(BaseModel):

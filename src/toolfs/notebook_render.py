@@ -2,9 +2,12 @@
 
 A read shows each cell as a header line (index, id, type, execution count), its source
 lines numbered from 1 within the cell, then its outputs indented: the first lines of each
-text output (the rest counted), an error's ``ename: evalue``, and a placeholder line that
-names each image output. Whole cells are shown while they fit; a cell too long for what
-is left shows its first lines and the footer says where to continue.
+text output (the rest counted), an error's ``ename: evalue``, and a line that names each
+image output and says whether it is shown. The fitted images of the cells shown go with
+the text (:attr:`ToolOutput.images`), each counted against the budget as its tokens
+would be (:func:`~toolfs.media_render.image_cost`), as many of a cell's as fit; the text
+says how many were left out. Whole cells are shown while they fit; a cell too long for
+what is left shows its first lines and the footer says where to continue.
 """
 
 from __future__ import annotations
@@ -12,13 +15,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolfs.render import MAX_LINE_CHARS, number_line
-from toolfs.results import NotebookCell, NotebookEditResult, NotebookReadResult
+from toolfs.media_render import human_size, image_cost
+from toolfs.render import MAX_LINE_CHARS, ToolOutput, _plural, number_line
+from toolfs.results import NotebookCell, NotebookEditResult, NotebookImage, NotebookReadResult
 
 __all__ = ["notebook_edit_view", "notebook_read_view", "render_notebook_edit",
-           "render_notebook_read"]
+           "render_notebook_output", "render_notebook_read"]
 
 _FOOTER_ROOM = 300
+_NOTE_ROOM = 200
+_OVER_BUDGET = "over the output budget"
+_CAPPED = "a read shows at most"  # how toolfs.notebook_tools says its image limit
 
 
 def _clip(text: str, limit: int) -> str:
@@ -33,8 +40,26 @@ def _header(cell: NotebookCell) -> str:
     return f"[cell {cell.index}] id={cell.cell_id} {cell.cell_type}{count}"
 
 
-def _cell_lines(cell: NotebookCell, line_chars: int) -> list[str]:
-    """The text lines of one cell: header, numbered source, outputs."""
+def _image_line(n: int, what: str, image: NotebookImage, shown: bool, why: str | None
+                ) -> str:
+    head = f"  [output {n}: {what}] [image {image.name}: {image.mime_type}, "
+    if image.width is not None and image.height is not None:
+        size = f"{image.width}x{image.height}"
+    else:
+        size = human_size(image.size)
+    if shown and image.image is not None:
+        w, h = image.image.width, image.image.height
+        at = "" if (w, h) == (image.width, image.height) else f" at {w}x{h}"
+        return f"{head}{size}, shown{at}]"
+    # A fitted image left out here is so because of ``why``; any other says why itself.
+    reason = why if image.image is not None else image.not_shown
+    return f"{head}{size}; not shown: {reason or 'not in this view'}]"
+
+
+def _cell_lines(cell: NotebookCell, line_chars: int, shown: frozenset[str] = frozenset(),
+                why: str | None = None) -> list[str]:
+    """The text lines of one cell: header, numbered source, outputs. The images named in
+    ``shown`` are said to be shown; any other fitted image is not shown because ``why``."""
     out = [_header(cell)]
     if not cell.source:
         out.append("  (empty)")
@@ -42,8 +67,7 @@ def _cell_lines(cell: NotebookCell, line_chars: int) -> list[str]:
     for n, o in enumerate(cell.outputs, 1):
         what = f"{o.output_type} {o.label}".strip()
         if o.image is not None:
-            out.append(f"  [output {n}: {what}] [image {o.image.name}: {o.image.mime_type}, "
-                       f"{o.image.size} bytes; not shown in this view]")
+            out.append(_image_line(n, what, o.image, o.image.name in shown, why))
             continue
         if o.output_type == "error":
             tail = f" ({o.more_lines} traceback lines not shown)" if o.more_lines else ""
@@ -55,6 +79,37 @@ def _cell_lines(cell: NotebookCell, line_chars: int) -> list[str]:
         if o.more_lines:
             out.append(f"    [... {o.more_lines} more lines not shown]")
     return out
+
+
+def _fitted_images(cell: NotebookCell) -> list[NotebookImage]:
+    return [o.image for o in cell.outputs if o.image is not None and o.image.image is not None]
+
+
+def _with_images(cell: NotebookCell, shown: frozenset[str]) -> NotebookCell:
+    """``cell`` with each fitted image not in ``shown`` marked as left out by the budget."""
+    if all(i.name in shown for i in _fitted_images(cell)):
+        return cell
+    outputs = [o if o.image is None or o.image.image is None or o.image.name in shown
+               else o.model_copy(update={"image": o.image.model_copy(update={
+                   "image": None, "not_shown": _OVER_BUDGET})})
+               for o in cell.outputs]
+    return cell.model_copy(update={"outputs": outputs})
+
+
+def _fit_cell(cell: NotebookCell, line_chars: int, room: int
+              ) -> tuple[list[str], int, frozenset[str]]:
+    """The lines of ``cell``, what they cost (text, and each shown image as
+    :func:`~toolfs.media_render.image_cost`) and the images shown: as many of its fitted
+    images, in order, as fit in ``room`` (none if even its text does not fit)."""
+    fitted = _fitted_images(cell)
+    for k in range(len(fitted), -1, -1):  # at most MAX_NOTEBOOK_IMAGES + 1 tries
+        shown = frozenset(i.name for i in fitted[:k])
+        lines = _cell_lines(cell, line_chars, shown, _OVER_BUDGET)
+        cost = (sum(len(x) + 1 for x in lines)
+                + sum(image_cost(i.image) for i in fitted[:k] if i.image is not None))
+        if cost <= room or k == 0:
+            return lines, cost, shown
+    raise AssertionError("unreachable")
 
 
 def notebook_read_view(r: NotebookReadResult, max_chars: int
@@ -71,17 +126,25 @@ def notebook_read_view(r: NotebookReadResult, max_chars: int
         return (f"{head}\n(Offset {r.start_cell} is past the last cell: use an offset "
                 f"between 1 and {r.total_cells}.)"), r
     room = max_chars - len(head) - _FOOTER_ROOM
+    if any(o.image is not None and (o.image.image is not None or (
+            o.image.not_shown or "").startswith(_CAPPED)) for c in r.cells for o in c.outputs):
+        room -= _NOTE_ROOM  # the note on images left out may follow the footer
     parts: list[str] = [head]
     shown: list[NotebookCell] = []
     used = 0
     cut = False
+    left_out = 0  # images fitted but over the budget
+    first_left_out: int | None = None
     for cell in r.cells:
-        lines = _cell_lines(cell, line_chars)
-        size = sum(len(x) + 1 for x in lines)
+        lines, size, images = _fit_cell(cell, line_chars, room - used)
         if used + size <= room:
             parts += lines
             used += size
-            shown.append(_clipped(cell, line_chars))
+            dropped = len(_fitted_images(cell)) - len(images)
+            if dropped:
+                left_out += dropped
+                first_left_out = first_left_out or cell.index
+            shown.append(_with_images(_clipped(cell, line_chars), images))
             continue
         cut = True
         # The first lines of a cell that does not fit whole, if none was shown yet.
@@ -114,6 +177,18 @@ def notebook_read_view(r: NotebookReadResult, max_chars: int
                   f"{f' Use offset={end + 1} to continue.' if end < r.total_cells else ''})")
     else:
         footer = ""
+    capped = [(c.index, o.image.not_shown) for c in shown for o in c.outputs
+              if o.image is not None and o.image.not_shown is not None
+              and o.image.not_shown.startswith(_CAPPED)]
+    if left_out or capped:
+        n = left_out + len(capped)
+        first = min(x for x in (first_left_out, capped[0][0] if capped else None)
+                    if x is not None)
+        why = " and ".join(x for x in (_OVER_BUDGET if left_out else "",
+                                       capped[0][1] if capped else "") if x)
+        note = (f"({_plural(n, 'image')} not shown ({why}): read from offset={first} "
+                f"with a smaller limit to see {'it' if n == 1 else 'them'}.)")
+        footer = f"{footer}\n{note}" if footer else note
     text = "\n".join(parts) + (f"\n\n{footer}" if footer else "")
     view = r.model_copy(update={"path": path, "cells": shown, "cell_count": len(shown),
                                 "partial": r.partial or cut, "truncated": cut or any(
@@ -135,6 +210,13 @@ def _clipped(cell: NotebookCell, line_chars: int) -> NotebookCell:
 
 def render_notebook_read(r: NotebookReadResult, max_chars: int) -> str:
     return notebook_read_view(r, max_chars)[0]
+
+
+def render_notebook_output(r: NotebookReadResult, max_chars: int) -> ToolOutput:
+    """The :class:`ToolOutput` of a notebook read: its text and the images it shows."""
+    text, view = notebook_read_view(r, max_chars)
+    return ToolOutput(text=text, value=r, error=None, max_chars=max_chars,
+                      images=view.images)
 
 
 def notebook_edit_view(r: NotebookEditResult, max_chars: int

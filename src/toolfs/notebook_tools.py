@@ -58,8 +58,9 @@ from toolfs.results import (
 from toolfs.schemas import DEFAULT_LIMIT, EditArgs, NotebookEditArgs, ReadArgs, WriteArgs
 from toolfs.text import BOM, decode
 
-__all__ = ["DEFAULT_CELLS", "OUTPUT_LINES", "edit", "edit_file", "image_bytes", "notebook_edit",
-           "notebook_edit_file", "read", "read_file", "write", "write_file"]
+__all__ = ["DEFAULT_CELLS", "MAX_NOTEBOOK_IMAGES", "OUTPUT_LINES", "edit", "edit_file",
+           "image_bytes", "notebook_edit", "notebook_edit_file", "read", "read_file", "write",
+           "write_file"]
 
 DEFAULT_CELLS = 100
 """Cells a notebook read returns when no ``limit`` is given."""
@@ -68,8 +69,14 @@ OUTPUT_LINES = 10
 SOURCE_SNIPPET_LINES = 40
 """Lines of a changed cell's new source an edit result holds."""
 NEARBY_IDS = 10
+MAX_NOTEBOOK_IMAGES = 20
+"""Image outputs one notebook read decodes and may show, in cell order (the output budget
+may show fewer); the rest are named, and the text says how many were not shown. Twenty
+keeps a read's decoding bounded, and is Anthropic's threshold for many-image requests."""
 _IMAGE_TYPES = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif",
                 "image/webp": "webp", "image/svg+xml": "svg", "image/bmp": "bmp"}
+# The outputs shown as images: those toolfs.media fits to the providers' limits.
+_RASTER_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 
 # -- read -------------------------------------------------------------------------------
@@ -106,7 +113,8 @@ def read_file(fs: PolicyFileSystem, file_path: str, offset: int | None = None,
 def _cells_view(nb: Notebook, f: ObservedFile, offset: int, limit: int
                 ) -> NotebookReadResult:
     window = nb.cells[offset - 1: offset - 1 + limit]
-    cells = [_cell_view(c) for c in window]
+    decodes = _Decodes(f.path)
+    cells = [_cell_view(c, decodes) for c in window]
     return trusted(NotebookReadResult, frozenset(NotebookReadResult.model_fields), {
         "path": f.path, "version": f.version, "cells": cells, "start_cell": offset,
         "cell_count": len(cells), "total_cells": len(nb.cells), "size": f.size,
@@ -114,9 +122,10 @@ def _cells_view(nb: Notebook, f: ObservedFile, offset: int, limit: int
         "truncated": False})
 
 
-def _cell_view(cell: Cell) -> NotebookCell:
+def _cell_view(cell: Cell, decodes: _Decodes) -> NotebookCell:
     count = cell.value.get("execution_count")
-    outputs = [_output_view(cell, n, out) for n, out in enumerate(iter_outputs(cell), 1)]
+    outputs = [_output_view(cell, n, out, decodes)
+               for n, out in enumerate(iter_outputs(cell), 1)]
     return NotebookCell(
         index=cell.index + 1, cell_id=cell.handle, cell_type=cell.cell_type,
         source=_source_lines(cell.source),
@@ -139,7 +148,8 @@ def _text_lines(text: str) -> tuple[list[str], int]:
     return lines[:OUTPUT_LINES], max(0, len(lines) - OUTPUT_LINES)
 
 
-def _output_view(cell: Cell, n: int, out: dict[str, Any]) -> NotebookOutput:
+def _output_view(cell: Cell, n: int, out: dict[str, Any], decodes: _Decodes
+                 ) -> NotebookOutput:
     kind = str(out.get("output_type", "unknown"))
     if kind == "stream":
         lines, more = _text_lines(source_text(out.get("text")))
@@ -158,7 +168,7 @@ def _output_view(cell: Cell, n: int, out: dict[str, Any]) -> NotebookOutput:
     for mime, ext in _IMAGE_TYPES.items():
         if mime in data:
             return NotebookOutput(output_type=kind, label=mime, lines=[],
-                                  image=_image(cell, n, mime, ext, data[mime]))
+                                  image=_image(cell, n, mime, ext, data[mime], decodes))
     if "text/plain" in data:
         lines, more = _text_lines(source_text(data["text/plain"]))
         return NotebookOutput(output_type=kind, label="text/plain", lines=lines,
@@ -170,23 +180,70 @@ def _output_view(cell: Cell, n: int, out: dict[str, Any]) -> NotebookOutput:
                           lines=[f"[{label} output, {size} characters, not shown]"])
 
 
-def _image(cell: Cell, n: int, mime: str, ext: str, value: Any) -> NotebookImage:
+class _Decodes:
+    """The image outputs one read has decoded: at most :data:`MAX_NOTEBOOK_IMAGES`."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.left = MAX_NOTEBOOK_IMAGES
+
+
+def _image(cell: Cell, n: int, mime: str, ext: str, value: Any, decodes: _Decodes
+           ) -> NotebookImage:
     """An image output, named; its size is that of the decoded image (base64 is four
-    characters per three bytes; an SVG is text)."""
+    characters per three bytes; an SVG is text). A PNG, JPEG, GIF or WebP output is
+    decoded and fitted to the providers' limits as a read image is (while the read's
+    :data:`MAX_NOTEBOOK_IMAGES` last)."""
     text = source_text(value)
+    name = f"cell-{cell.index + 1}-output-{n}.{ext}"
     if mime == "image/svg+xml":
-        size = len(text.encode("utf-8", "surrogatepass"))
-    else:
-        compact = "".join(text.split())
-        size = len(compact) * 3 // 4 - compact[-2:].count("=")
-    return NotebookImage(name=f"cell-{cell.index + 1}-output-{n}.{ext}", mime_type=mime,
-                         size=max(0, size))
+        return NotebookImage(name=name, mime_type=mime, size=len(
+            text.encode("utf-8", "surrogatepass")), not_shown="an SVG is not a raster image")
+    compact = "".join(text.split())
+    size = max(0, len(compact) * 3 // 4 - compact[-2:].count("="))
+    if mime not in _RASTER_TYPES:
+        return NotebookImage(name=name, mime_type=mime, size=size,
+                             not_shown="only PNG, JPEG, GIF and WebP images are shown")
+    if decodes.left <= 0:
+        return NotebookImage(name=name, mime_type=mime, size=size, not_shown=(
+            f"a read shows at most {MAX_NOTEBOOK_IMAGES} images"))
+    decodes.left -= 1
+    return _fitted(name, mime, size, compact, f"{decodes.path} ({name})")
+
+
+def _fitted(name: str, mime: str, size: int, compact: str, where: str) -> NotebookImage:
+    """The output ``name`` with its image fitted to show (:func:`toolfs.media.show_image`),
+    or the reason it cannot be shown."""
+    import base64  # only here: a notebook's images are decoded only when shown
+    import binascii
+
+    from toolfs import media
+
+    def unshown(why: str) -> NotebookImage:
+        return NotebookImage(name=name, mime_type=mime, size=size, not_shown=why)
+
+    try:
+        data = base64.b64decode(compact, validate=True)
+    except (binascii.Error, ValueError):
+        return unshown("its base64 data is malformed")
+    kind = media.sniff(data[:media.SNIFF_BYTES])
+    if kind is None or kind.kind != "image":
+        return unshown("its data is not a PNG, JPEG, GIF or WebP image")
+    try:
+        shown = media.show_image(data, kind, where)
+    except FsError as exc:
+        if exc.code == "unsupported":
+            return unshown(f"fitting it to the image limits needs the {media.MEDIA_EXTRA} "
+                           "extra")
+        return unshown("it cannot be decoded")
+    return NotebookImage(name=name, mime_type=mime, size=size, width=shown.width,
+                         height=shown.height, image=shown.image)
 
 
 def image_bytes(cell: Cell, n: int) -> tuple[str, bytes] | None:
     """The MIME type and bytes of the image output ``n`` (1-based) of ``cell``; ``None``
-    when that output is not an image. For a view that carries images (the media work:
-    ``ToolOutput.images``)."""
+    when that output is not an image: the bytes as stored (a read shows them fitted,
+    :attr:`NotebookImage.image`)."""
     outputs = list(iter_outputs(cell))
     if not 1 <= n <= len(outputs):
         return None

@@ -668,6 +668,10 @@ def render_output(outcome: ToolResult | FsError,
         from toolfs.media_render import render_media  # it builds on this module
 
         return render_media(outcome, max_chars)
+    if isinstance(outcome, NotebookReadResult):
+        from toolfs.notebook_render import render_notebook_output  # it builds on this module
+
+        return render_notebook_output(outcome, max_chars)
     if isinstance(outcome, ReadResult):
         # The lines the text shows are kept, so that to_dict() need not render it again.
         text, shown, cut = _read_view(outcome, max_chars)

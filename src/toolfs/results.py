@@ -10,7 +10,7 @@ import base64
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_serializer
 
 from toolfs.versions import FileVersion
 
@@ -292,14 +292,44 @@ class _NotebookResult(_Result):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
+class ImageFacts(BaseModel):
+    """An image in structured content: its type and size (the bytes go as an image)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mime_type: str
+    width: int
+    height: int
+
+
 class NotebookImage(_NotebookResult):
-    """An image output of a notebook cell, named (its bytes are not carried here)."""
+    """An image output of a notebook cell: named, and the image as shown to the model
+    (PNG, JPEG, GIF and WebP outputs, fitted as a read image is; see docs/contract.md)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True,
+                              arbitrary_types_allowed=True)
 
     name: str
     """``cell-<index>-output-<n>.<ext>``: unique in the notebook's view."""
     mime_type: str
+    """The output's own type (``image/png``, ``image/svg+xml`` ...)."""
     size: int
     """Bytes of the image (decoded from the notebook's base64)."""
+    width: int | None = None
+    """Width in pixels as stored (display orientation); ``None`` when not decoded."""
+    height: int | None = None
+    image: ToolImage | None = None
+    """The image as shown to the model (downscaled or re-encoded where needed); ``None``
+    when it is not shown (:attr:`not_shown` says why). Serialized as its type and size
+    only: the bytes go as an image (``ToolOutput.images``), never as JSON."""
+    not_shown: str | None = None
+    """Why the image is not shown (an SVG, the output budget, undecodable ...)."""
+
+    @field_serializer("image")
+    def _image_facts(self, image: ToolImage | None) -> ImageFacts | None:
+        if image is None:
+            return None
+        return ImageFacts(mime_type=image.mime_type, width=image.width, height=image.height)
 
 
 class NotebookOutput(_NotebookResult):
@@ -348,7 +378,13 @@ class NotebookReadResult(_NotebookResult):
     language: str | None = None
     """The kernel's language, from the notebook's metadata."""
     truncated: bool = False
-    """Only in the model's view: the output budget cut cells or lines."""
+    """Only in the model's view: the output budget cut cells, lines or images."""
+
+    @property
+    def images(self) -> tuple[ToolImage, ...]:
+        """The image outputs of these cells as shown to the model, in order."""
+        return tuple(o.image.image for c in self.cells for o in c.outputs
+                     if o.image is not None and o.image.image is not None)
 
 
 class NotebookEditResult(_NotebookResult):

@@ -84,8 +84,8 @@ def _arguments(ws: Workspace, name: str, arguments: dict[str, Any]
 
 def tool_result_content(output: ToolOutput) -> str | list[dict[str, Any]]:
     """A successful output as a ``tool_result``'s content: its text, or, when it shows
-    images (a read of an image or a PDF), a text block then an image block (base64
-    source) per image."""
+    images (a read of an image, a PDF or a notebook's image outputs), a text block then an
+    image block (base64 source) per image."""
     if not output.images:
         return output.text
     return [{"type": "text", "text": output.text},

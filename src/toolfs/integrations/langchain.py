@@ -97,8 +97,8 @@ Content = str | list[dict[str, Any]]
 
 def message_content(output: ToolOutput) -> Content:
     """A ``ToolMessage``'s content for ``output``: its text, or, when it shows images (a
-    read of an image or a PDF), a text block then a standard image block
-    (``{"type": "image", "base64", "mime_type"}``) per image, which each chat model
+    read of an image, a PDF or a notebook's image outputs), a text block then a standard
+    image block (``{"type": "image", "base64", "mime_type"}``) per image, which each chat model
     integration turns into its provider's form."""
     if not output.images:
         return output.text

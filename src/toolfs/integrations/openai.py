@@ -317,8 +317,8 @@ def handle_apply_patch_call(ws: Workspace, call: Any, *,
 def function_call_output(call: Any, output: ToolOutput) -> dict[str, Any]:
     """The ``function_call_output`` input item answering ``call`` (a ``function_call``
     item: dict or the openai SDK's ``ResponseFunctionToolCall``) with ``output``: its
-    text, or, when it shows images (a read of an image or a PDF), an ``input_text`` and
-    an ``input_image`` (a data URL) per image."""
+    text, or, when it shows images (a read of an image, a PDF or a notebook's image
+    outputs), an ``input_text`` and an ``input_image`` (a data URL) per image."""
     call_id = _fields(call).get("call_id")
     if not isinstance(call_id, str) or not call_id:
         raise _invalid("the function_call has no call_id")

@@ -137,8 +137,9 @@ class _Conversations:
 
 def tool_output(output: ToolOutput) -> str | list[ToolOutputText | ToolOutputImage]:
     """What a tool returns to the SDK: the text, or, when the output shows images (a
-    read of an image or a PDF), ``ToolOutputText`` then a ``ToolOutputImage`` (a data
-    URL) per image, which the SDK sends as ``input_text`` and ``input_image`` items."""
+    read of an image, a PDF or a notebook's image outputs), ``ToolOutputText`` then a
+    ``ToolOutputImage`` (a data URL) per image, which the SDK sends as ``input_text`` and
+    ``input_image`` items."""
     if not output.images:
         return output.text
     return [ToolOutputText(text=output.text),

@@ -188,8 +188,9 @@ class _Runner:
 
 def tool_return(output: ToolOutput) -> str | ToolReturn:
     """A successful output as a tool's return: its text, or, when it shows images (a
-    read of an image or a PDF), a ``ToolReturn`` of the text with each image as
-    ``BinaryContent`` (pydantic-ai sends them to the model beside the tool result)."""
+    read of an image, a PDF or a notebook's image outputs), a ``ToolReturn`` of the text
+    with each image as ``BinaryContent`` (pydantic-ai sends them to the model beside the
+    tool result)."""
     if not output.images:
         return output.text
     return ToolReturn(return_value=output.text,
