@@ -1,6 +1,6 @@
 """Concurrent creates: N contexts create the same new file at once; exactly one succeeds.
 
-Threads on every backend (sync and async), processes on every backend whose guarantee
+Threads on every backend, processes on every backend whose guarantee
 holds between processes (``Capabilities.cross_process``: local disk and the object
 stores; memory and the generic store live in one process by declaration). A context
 that saw the file absent and lost is ``stale`` ("created by someone else"); one that
@@ -22,6 +22,14 @@ import pytest
 
 import toolfs
 from tests.backends import Backend, LocalBackend
+
+
+@pytest.fixture
+def backend(sync_backend: Backend) -> Backend:
+    """Every backend once, without the async runs: a create goes through the same
+    commit sync or async (the async path is raced in tests/test_concurrency.py)."""
+    return sync_backend
+
 
 CONTEXTS = 8
 PROCESSES = 4

@@ -24,6 +24,14 @@ from toolfs.errors import FsError
 from toolfs.testing.emulators import S3Emulator
 from toolfs.testing.faults import ConditionHandling, FaultProxy, fast_failing_s3fs_options
 
+
+@pytest.fixture
+def backend(sync_backend: Backend) -> Backend:
+    """Every backend once, without the async runs: listings and refusals of reserved
+    names do not depend on the sync or async path."""
+    return sync_backend
+
+
 s3fs = pytest.importorskip("s3fs")
 
 CLOUDS = ["s3", "seaweedfs", "gcs", "azure"]

@@ -27,6 +27,14 @@ from tests.media_samples import (
 from toolfs import media
 from toolfs.results import MediaResult, ReadResult, ToolImage
 
+
+@pytest.fixture
+def backend(sync_backend: Backend) -> Backend:
+    """Every backend once, without the async runs: a media read is the same tool code
+    through AsyncWorkspace."""
+    return sync_backend
+
+
 SMALL_PNG = image_bytes("RGB", (64, 48), "PNG")
 WIDE_JPEG = image_bytes("RGB", (2000, 1000), "JPEG", quality=90)
 SCANNED = text_pdf(["first page\nsecond line", None, "third page"])

@@ -26,6 +26,14 @@ from toolfs.notebook import parse
 from toolfs.policy.rules import Policy
 from toolfs.results import NotebookEditResult, NotebookReadResult
 
+
+@pytest.fixture
+def backend(sync_backend: Backend) -> Backend:
+    """Every backend once, without the async runs: notebook tools are the same code
+    through AsyncWorkspace (test_async_workspace_notebook_edit covers that path)."""
+    return sync_backend
+
+
 NB = "work/report.ipynb"
 
 

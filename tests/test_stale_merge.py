@@ -211,10 +211,10 @@ def _slot_agent(ws: Any, k: int, rounds: int, firsts: Counter[str],
         first, done = True, done + 1
 
 
-def test_agents_on_their_own_lines_all_land(backend: Backend) -> None:
-    backend.put("slots.txt", _slots_file())
-    rounds = ROUNDS.get(backend.name, 6)
-    agents = [backend.workspace(policy=MERGE) for _ in range(SLOTS)]
+def test_agents_on_their_own_lines_all_land(sync_backend: Backend) -> None:
+    sync_backend.put("slots.txt", _slots_file())
+    rounds = ROUNDS.get(sync_backend.name, 6)
+    agents = [sync_backend.workspace(policy=MERGE) for _ in range(SLOTS)]
     for ws in agents:
         ws.read("slots.txt")
     firsts: Counter[str] = Counter()
@@ -226,7 +226,7 @@ def test_agents_on_their_own_lines_all_land(backend: Backend) -> None:
     for t in threads:
         t.join()
     # Every landed edit is in the file exactly once; no refused one is.
-    assert backend.get("slots.txt") == "".join(
+    assert sync_backend.get("slots.txt") == "".join(
         f"slot{k}={rounds}\n" for k in range(SLOTS)).encode()
     assert set(codes) <= {"stale"}, codes
     assert firsts["first"] >= 0.95 * SLOTS * rounds, (firsts, codes)

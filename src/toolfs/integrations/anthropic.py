@@ -14,9 +14,9 @@ byte fidelity on every backend:
 * :func:`beta_tools` -- toolfs's six tools (read, write, edit, glob, grep, ls) as the
   SDK's beta function tools, with the pinned input schemas.
 
-Where each lives: the editor in :mod:`toolfs.integrations.anthropic_editor`, the memory
-tool in :mod:`toolfs.integrations.anthropic_memory`, the commands both run (and the
-reference wording they answer in) in :mod:`toolfs.integrations.anthropic_commands`, and
+Where each lives: the editor in :mod:`toolfs.integrations._anthropic_editor`, the memory
+tool in :mod:`toolfs.integrations._anthropic_memory`, the commands both run (and the
+reference wording they answer in) in :mod:`toolfs.integrations._anthropic_commands`, and
 :func:`beta_tools` here. Import all of them from this module.
 """
 
@@ -28,9 +28,9 @@ from typing import Any
 from anthropic.lib.tools import BetaAsyncFunctionTool, BetaFunctionTool, ToolError
 
 from toolfs.errors import FsError, fs_error
-from toolfs.integrations.anthropic_commands import _line_number
-from toolfs.integrations.anthropic_editor import AsyncTextEditor, TextEditor
-from toolfs.integrations.anthropic_memory import AsyncMemoryTool, MemoryTool
+from toolfs.integrations._anthropic_commands import _line_number
+from toolfs.integrations._anthropic_editor import AsyncTextEditor, TextEditor
+from toolfs.integrations._anthropic_memory import AsyncMemoryTool, MemoryTool
 from toolfs.render import ToolOutput, render_output
 from toolfs.tools import MAX_OFFSET
 from toolfs.workspace import AsyncWorkspace, Workspace

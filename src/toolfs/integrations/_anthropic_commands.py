@@ -1,8 +1,8 @@
 """The commands of Anthropic's text editor and memory tool, run against a workspace.
 
 One engine (:class:`_Engine`) serves both tools of :mod:`toolfs.integrations.anthropic`
-(:class:`~toolfs.integrations.anthropic_editor.TextEditor` and
-:class:`~toolfs.integrations.anthropic_memory.MemoryTool`): it checks the model's input,
+(:class:`~toolfs.integrations._anthropic_editor.TextEditor` and
+:class:`~toolfs.integrations._anthropic_memory.MemoryTool`): it checks the model's input,
 runs ``view``, ``create``, ``str_replace``, ``insert``, ``delete`` and ``rename`` through
 the workspace's policy, and answers in the reference implementations' own words. It is
 one concept that is longer than most modules: the six commands share the input checks,

@@ -3,7 +3,7 @@
 :class:`MemoryTool` (and :class:`AsyncMemoryTool` for ``AsyncAnthropic``) subclasses the
 SDK's ``BetaAbstractMemoryTool``: ``/memories/...`` is the workspace root, and every
 change is conditional, so agents sharing one memory directory never lose each other's
-updates. The commands themselves are :mod:`toolfs.integrations.anthropic_commands`;
+updates. The commands themselves are :mod:`toolfs.integrations._anthropic_commands`;
 import the classes from :mod:`toolfs.integrations.anthropic`.
 """
 
@@ -22,7 +22,7 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818ViewCommand,
 )
 
-from toolfs.integrations.anthropic_commands import _MEMORY_COMMANDS, _Engine, _result
+from toolfs.integrations._anthropic_commands import _MEMORY_COMMANDS, _Engine, _result
 from toolfs.render import ToolOutput
 from toolfs.workspace import AsyncWorkspace, Workspace
 

@@ -5,7 +5,7 @@ named ``str_replace_based_edit_tool``: ``view``, ``create``, ``str_replace``, ``
 ``.definition`` is the tool param to send; ``.execute(input)`` answers a ``tool_use``
 block with a :class:`toolfs.ToolOutput`. It is also a runnable tool of the SDK's
 ``client.beta.messages.tool_runner``. The commands themselves are
-:mod:`toolfs.integrations.anthropic_commands`; import the classes from
+:mod:`toolfs.integrations._anthropic_commands`; import the classes from
 :mod:`toolfs.integrations.anthropic`.
 """
 
@@ -17,7 +17,7 @@ from typing import Any, cast
 from anthropic.lib.tools import BetaAsyncBuiltinFunctionTool, BetaBuiltinFunctionTool
 
 from toolfs.errors import fs_error
-from toolfs.integrations.anthropic_commands import (
+from toolfs.integrations._anthropic_commands import (
     _EDITOR_COMMANDS,
     TEXT_EDITOR_NAME,
     TEXT_EDITOR_TYPE,
