@@ -84,28 +84,28 @@ class PolicyFixtures(AbstractFixtures):  # type: ignore[misc]
         return abstract_backend.keeps_empty_dirs
 
 
+def _set_up(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
+    """A fresh root on the backend named by the fixture's parameter, torn down after."""
+    b = _make(request.param, request, tmp_path)
+    b.setup()
+    try:
+        yield b
+    finally:
+        b.teardown()
+
+
 class DiskFixtures(PolicyFixtures):
     @pytest.fixture(params=["memory", "local"])
     def abstract_backend(self, request: pytest.FixtureRequest, tmp_path: Any
                          ) -> Iterator[Backend]:
-        b = _make(request.param, request, tmp_path)
-        b.setup()
-        try:
-            yield b
-        finally:
-            b.teardown()
+        yield from _set_up(request, tmp_path)
 
 
 class ObjectStoreFixtures(PolicyFixtures):
     @pytest.fixture(params=OBJECT_STORES)
     def abstract_backend(self, request: pytest.FixtureRequest, tmp_path: Any
                          ) -> Iterator[Backend]:
-        b = _make(request.param, request, tmp_path)
-        b.setup()
-        try:
-            yield b
-        finally:
-            b.teardown()
+        yield from _set_up(request, tmp_path)
 
 
 def _glob_sample(test: Callable[..., None]) -> Any:
