@@ -102,10 +102,6 @@ _COMMIT_STRIPES = 256
 # collide with each other. Between processes (and machines) the conditional write alone
 # decides, and a merge that meets another change retries (MERGE_RETRIES).
 _TURNS = [threading.RLock() for _ in range(_COMMIT_STRIPES)]
-
-
-def _turn(key: str) -> threading.RLock:
-    return _TURNS[hash(key) % _COMMIT_STRIPES]
 # A whole-file read that takes two requests starts over when the file changes between
 # them (the rest is pinned to the first block's version); after this many tries it gives
 # up with ``stale``, so a file rewritten without pause cannot hold a read forever.
@@ -124,6 +120,11 @@ Rebase = Callable[[bytes], Rebased | None]
 """Moves a change onto the current bytes of its file (``None``: it does not apply)."""
 _OPERATIONS: frozenset[str] = frozenset(get_args(Operation))
 _log = logging.getLogger("toolfs.events")
+
+
+def _turn(key: str) -> threading.RLock:
+    """The turn (see ``_TURNS``) that commits to ``key`` take in this process."""
+    return _TURNS[hash(key) % _COMMIT_STRIPES]
 
 
 @dataclass(frozen=True)
