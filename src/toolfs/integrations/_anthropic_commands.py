@@ -479,6 +479,7 @@ def _inserted(body: str, line: int, text: str) -> tuple[str, int, int]:
 _EDITOR_COMMANDS = ("view", "create", "str_replace", "insert")
 _MEMORY_COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
 
+
 def _result(output: ToolOutput) -> str:
     """A ToolOutput as the runner's tool result: the text, or ``ToolError`` (is_error)."""
     if output.is_error:

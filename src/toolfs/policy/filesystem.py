@@ -30,8 +30,15 @@ Events (:mod:`toolfs.policy.events`): ``fs/read`` and ``fs/write-intent`` are em
 other error) refuses the operation with ``denied``; ``fs/written`` and ``fs/denied`` are
 notifications after the fact, and a subscriber that raises there is logged and ignored,
 so the tool's answer always matches what happened on storage.
-"""
 
+This module is the fsspec face: construction, and the fsspec methods that read, write,
+move and delete. :class:`PolicyFileSystem` joins layers that each hold one concern, in
+their own modules: :mod:`toolfs.policy.guards` (confinement, deny rules, ``read_only``,
+events, the wording of refusals), :mod:`toolfs.policy.observe_commit` (reads that record,
+conditional commits, stale diffs and merges), :mod:`toolfs.policy.handles` (the handles
+a change travels with), :mod:`toolfs.policy.listings` (discovery's listings) and
+:mod:`toolfs.policy.forwarding` (the read-only lookups).
+"""
 
 from __future__ import annotations
 
@@ -68,7 +75,7 @@ __all__ = ["DIFF_CHARS", "Commit", "Found", "ObservedFile", "PendingWrite", "Pol
 # are re-exported here, where code written before the split imports them from.
 
 MiB = 1024 * 1024
-# "Did you mean" compares names only in directories up to this size; past it, only a
+
 
 class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type: ignore[misc]
                        metaclass=OneContextPerOptions):
@@ -626,7 +633,6 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
     def __repr__(self) -> str:
         return (f"PolicyFileSystem({type(self.fs).__name__}, root={self.jail.root!r}, "
                 f"context_id={self.context_id!r})")
-
 
 
 def _copy_blocks(src: ObservedFile, out: Any) -> None:

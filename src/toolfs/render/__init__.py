@@ -173,7 +173,6 @@ def structured_content(output: ToolOutput) -> dict[str, Any]:
     return data
 
 
-
 @dataclass(frozen=True)
 class ToolOutput:
     """The outcome of :meth:`toolfs.Workspace.execute`: model text plus the canonical value

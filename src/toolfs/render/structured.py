@@ -63,7 +63,6 @@ def _error_data(e: FsError, limits: _Limits) -> dict[str, Any]:
     return {"code": e.code, "message": message, "path": path, "details": details}
 
 
-
 # The list each structured result can hold many of: an item's strings, and what JSON
 # adds to an item at most besides their escapes (a string's quotes and the ", " after it;
 # an object's keys, numbers and punctuation).
