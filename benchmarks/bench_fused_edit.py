@@ -53,7 +53,7 @@ from toolfs._trusted import trusted
 from toolfs.backends.base import Update
 from toolfs.errors import fs_error
 from toolfs.policy.events import AuditLog
-from toolfs.policy.filesystem import _turn
+from toolfs.policy.observe_commit import _turn
 from toolfs.results import EditResult
 from toolfs.text import apply_edit, decode, lines_around
 

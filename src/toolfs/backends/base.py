@@ -24,6 +24,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import datetime
+import itertools
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -407,12 +408,16 @@ def forget_listings(fs: Any, path: str) -> None:
         return
     invalidate(path)
     own = fs._strip_protocol(path).rstrip("/")
+    # The parents too, whatever the client's invalidate_cache drops: adlfs drops only
+    # the path itself, and its cached listing of the parent would answer info and
+    # exists for a file written since as missing, without a request.
+    parents = set(itertools.accumulate(own.split("/")[:-1], lambda a, b: f"{a}/{b}"))
     cache = getattr(fs, "dircache", None)
     if cache is not None:
         with contextlib.suppress(Exception):  # a cache that cannot be walked: path only
             for key in [k for k in list(cache) if isinstance(k, str)]:
                 name = key.rstrip("/")
-                if not own or name == own or name.startswith(own + "/"):
+                if not own or name == own or name.startswith(own + "/") or name in parents:
                     cache.pop(key, None)
     inner, join = getattr(fs, "fs", None), getattr(fs, "_join", None)
     if inner is not None and inner is not fs and callable(join):

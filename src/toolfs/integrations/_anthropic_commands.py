@@ -4,10 +4,13 @@ One engine (:class:`_Engine`) serves both tools of :mod:`toolfs.integrations.ant
 (:class:`~toolfs.integrations._anthropic_editor.TextEditor` and
 :class:`~toolfs.integrations._anthropic_memory.MemoryTool`): it checks the model's input,
 runs ``view``, ``create``, ``str_replace``, ``insert``, ``delete`` and ``rename`` through
-the workspace's policy, and answers in the reference implementations' own words. It is
-one concept that is longer than most modules: the six commands share the input checks,
-the path mapping, the refusals and the wording, and cutting them apart would only spread
-those over several files.
+the workspace's policy, and answers in the reference implementations' own words.
+It is built in layers, each its own module: the input checks and refusals
+(:mod:`~toolfs.integrations._anthropic_input`), the paths and wording over one workspace
+(:mod:`~toolfs.integrations._anthropic_engine_base`), the memory tool's own ``delete``
+and ``rename`` (:mod:`~toolfs.integrations._anthropic_memory_commands`), and here the
+entry point with the commands both tools share: ``view``, ``create``, ``str_replace``
+and ``insert``.
 
 Result and error texts are the reference implementations' own strings, the ones the
 models were trained on, each cited where it is used:
@@ -29,19 +32,32 @@ committed through the handle its bytes were computed from.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import pydantic
 from anthropic.lib.tools import ToolError
 
 from toolfs import tools
 from toolfs.errors import ADVICE, FsError, fs_error
-from toolfs.policy.filesystem import Found, PolicyFileSystem
-from toolfs.policy.paths import Target
+from toolfs.integrations._anthropic_input import (
+    _INSERT_NOTE,
+    _SNIPPET_NOTE,
+    MAX_DIRECTORY_ENTRIES,
+    MAX_SHOWN_OLD,
+    MAX_SHOWN_PATH,
+    MAX_SIZED_FILES,
+    SNIPPET_CONTEXT,
+    _check_text,
+    _checked,
+    _Done,
+    _format_size,
+    _invalid,
+    _Refusal,
+    _refuse,
+    _shown,
+)
+from toolfs.integrations._anthropic_memory_commands import _MemoryCommands
+from toolfs.policy.listings import Found
 from toolfs.render import (
     MAX_LINE_CHARS,
     ToolOutput,
@@ -53,236 +69,18 @@ from toolfs.results import (
     ListEntry,
     ListResult,
     ReadResult,
-    ToolResult,
 )
 from toolfs.schemas import EditArgs, WriteArgs
 from toolfs.text import decode, lines_around, normalize_newlines, split_lines
-from toolfs.tools import MAX_OFFSET
-from toolfs.versions import FileVersion
-from toolfs.workspace import AsyncWorkspace, Workspace
-
-T = TypeVar("T")
-
-TEXT_EDITOR_TYPE = "text_editor_20250728"
-TEXT_EDITOR_NAME = "str_replace_based_edit_tool"
-MEMORY_ROOT = "/memories"
-
-SNIPPET_CONTEXT = 4
-"""Lines shown before and after a change (the reference editor's ``SNIPPET_LINES``)."""
-MAX_SHOWN_PATH = 200
-"""Characters of a model-given path echoed back in a message."""
-MAX_SHOWN_OLD = 200
-"""Characters of ``old_str`` echoed back in a message."""
-MAX_DIRECTORY_ENTRIES = 1_000
-"""Entries a directory ``view`` lists (two levels, hidden ones excluded)."""
-MAX_SIZED_FILES = 10_000
-"""Files a memory directory ``view`` adds up for its directories' sizes (one listing);
-past that the directories' sizes are shown as ``-``."""
-MAX_TREE_FILES = 1_000
-"""Files one directory ``delete`` or ``rename`` moves or removes."""
-
-# [editor] str_replace and insert: the sentence after the snippet.
-_SNIPPET_NOTE = ("Review the changes and make sure they are as expected. Edit the file again "
-                 "if necessary.")
-_INSERT_NOTE = ("Review the changes and make sure they are as expected (correct indentation, no "
-                "duplicate lines, etc). Edit the file again if necessary.")
-
-# What the model should do next, in the words of these tools (toolfs's advice names
-# read/edit/old_string, which the text editor and memory tool do not have).
-_ADVICE: dict[str, str] = {
-    "not_found": "Check the path (view a directory to list it); use the create command "
-                 "for a new file.",
-    "not_a_file": "Give the path of a file; view lists a directory.",
-    "too_large": "View the file in windows with view_range; it cannot be rewritten whole.",
-    "not_observed": "View the file first, then retry the command.",
-    "stale": "The file changed since you last viewed it. View it again, then redo the "
-             "change.",
-    "no_match": "View the file and copy old_str exactly, including whitespace and "
-                "indentation.",
-    "ambiguous_match": "Add surrounding lines to old_str so that it matches exactly once.",
-    "outside_root": "Use a path inside the workspace.",
-}
-_MEMORY_ADVICE: dict[str, str] = {
-    **_ADVICE,
-    "outside_root": "Use a path under /memories.",
-    "not_found": "Check the path (view /memories to list it); use the create command for a "
-                 "new file.",
-}
 
 
-def _shown(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-class _Refusal(Exception):
-    """A command refused with the reference wording; ``error`` carries toolfs's code."""
-
-    def __init__(self, message: str, error: FsError) -> None:
-        super().__init__(message)
-        self.message = message
-        self.error = error
-
-
-def _refuse(code: Any, message: str, *, path: str | None = None,
-            cause: FsError | None = None) -> _Refusal:
-    """A refusal with the reference ``message`` and toolfs's ``code``. With ``cause``,
-    toolfs's own error (its message and details) travels as the output's ``error``,
-    re-coded when the command means something else by it (a create-only write refused
-    because the destination of a rename exists)."""
-    if cause is None:
-        return _Refusal(message, fs_error(code, message, path=path))
-    if cause.code == code:
-        return _Refusal(message, cause)
-    err = fs_error(code, cause.message, path=cause.path, details=cause.details)
-    err.__cause__ = cause
-    return _Refusal(message, err)
-
-
-@dataclass(frozen=True)
-class _Done:
-    text: str
-    value: ToolResult | None
-
-
-def _line_number(value: object) -> bool:
-    """An ``int`` (not a ``bool``) small enough to be shown back: line numbers are
-    echoed in answers, and Python will not print an int of more than 4,300 digits."""
-    return isinstance(value, int) and not isinstance(value, bool) and \
-        -MAX_OFFSET <= value <= MAX_OFFSET
-
-
-def _invalid(message: str) -> _Refusal:
-    return _refuse("invalid_arguments", message)
-
-
-# -- input checks ----------------------------------------------------------------------
-
-_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    # command: (required, optional); insert takes new_str or insert_text (checked apart)
-    "view": (("path",), ("view_range",)),
-    "create": (("path", "file_text"), ()),
-    "str_replace": (("path", "old_str"), ("new_str",)),
-    "insert": (("path", "insert_line"), ("new_str", "insert_text")),
-    "delete": (("path",), ()),
-    "rename": (("old_path", "new_path"), ()),
-}
-_STRINGS = {"path", "file_text", "old_str", "new_str", "insert_text", "old_path", "new_path"}
-
-
-def _checked(arguments: object, commands: tuple[str, ...], tool: str) -> dict[str, Any]:
-    """The model's input, checked: a known command, its fields and their types."""
-    if not isinstance(arguments, Mapping):
-        raise _invalid("the input must be a JSON object")
-    given = dict(arguments)
-    command = given.get("command")
-    allowed = f"The allowed commands for the {tool} tool are: {', '.join(commands)}"
-    if command is None:
-        raise _invalid(f"Parameter `command` is required. {allowed}")
-    if not isinstance(command, str) or command not in commands:
-        # [editor]: "Unrecognized command {command}. The allowed commands for the
-        # {self.name} tool are: ..."
-        raise _invalid(f"Unrecognized command {_shown(str(command), 50)}. {allowed}")
-    required, optional = _FIELDS[command]
-    for name in given:
-        if name != "command" and name not in required + optional:
-            raise _invalid(f"unknown parameter {_shown(str(name), 50)!r} for `{command}` "
-                           f"(its parameters are {', '.join(required + optional)})")
-    for name in required:
-        if name not in given:
-            raise _invalid(f"Parameter `{name}` is required for command: {command}")
-    for name, value in given.items():
-        if name in _STRINGS and not isinstance(value, str):
-            raise _invalid(f"Parameter `{name}` must be a string")
-        if name in _STRINGS and not _encodable(value):
-            # JSON can carry a lone surrogate; no file can hold one. Refused here, as
-            # the model's mistake, before it can surface as a storage failure.
-            raise _invalid(f"Parameter `{name}` is not valid Unicode (a lone surrogate)")
-    if command == "insert":
-        if isinstance(given["insert_line"], bool) or not isinstance(given["insert_line"], int):
-            raise _invalid("Parameter `insert_line` must be an integer")
-        if not _line_number(given["insert_line"]):
-            raise _invalid(f"Parameter `insert_line` must be from {-MAX_OFFSET} to "
-                           f"{MAX_OFFSET}")
-        texts = [given[k] for k in ("new_str", "insert_text") if k in given]
-        if not texts:
-            raise _invalid("Parameter `new_str` (or `insert_text`) is required for command: "
-                           "insert")
-        if len(texts) == 2 and texts[0] != texts[1]:
-            raise _invalid("give `new_str` or `insert_text`, not two different texts")
-        given["text"] = texts[0]
-    if command == "view":
-        view_range = given.get("view_range")
-        if view_range is not None and not (
-                isinstance(view_range, list | tuple) and len(view_range) == 2
-                and all(isinstance(n, int) and not isinstance(n, bool) for n in view_range)):
-            raise _invalid("Invalid `view_range`. It should be a list of two integers.")
-        if view_range is not None and not all(_line_number(n) for n in view_range):
-            raise _invalid(f"Invalid `view_range`: its elements must be from {-MAX_OFFSET} "
-                           f"to {MAX_OFFSET}.")
-    return given
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _check_text(text: str, path: str) -> None:
-    """Refuse text that could not be stored and read back (NUL, lone surrogates)."""
-    if "\x00" in text:
-        raise fs_error("invalid_arguments", "the text contains a NUL character; only text "
-                       "can be written", path=path)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise fs_error("invalid_arguments", "the text is not valid Unicode (a lone "
-                       "surrogate)", path=path) from exc
-
-
-def _format_size(size: int) -> str:
-    """``4.0K``-style sizes, as the SDK's reference backend shows them."""
-    if size == 0:
-        return "0B"
-    units = ["B", "K", "M", "G"]
-    i = min((size.bit_length() - 1) // 10, len(units) - 1)
-    value = size / (1024 ** i)
-    return f"{int(value)}{units[i]}" if value == int(value) else f"{value:.1f}{units[i]}"
-
-
-# -- the engine: the commands over one workspace ----------------------------------------
-
-
-class _Engine:
+class _Engine(_MemoryCommands):
     """The commands of the text editor and the memory tool over one workspace.
 
     ``memory`` selects the memory tool's paths (``/memories/...``) and wording. Every
     method returns a :class:`_Done` or raises :class:`_Refusal` or
     :class:`~toolfs.errors.FsError`; :meth:`run` turns those into a ToolOutput.
     """
-
-    def __init__(self, ws: Workspace | AsyncWorkspace, *, memory: bool,
-                 max_characters: int | None = None) -> None:
-        self.ws = ws.sync if isinstance(ws, AsyncWorkspace) else ws
-        # An AsyncWorkspace's commands run on its own (bounded) worker threads.
-        self.async_ws = ws if isinstance(ws, AsyncWorkspace) else None
-        if not isinstance(self.ws, Workspace):
-            raise TypeError("expected a toolfs.Workspace or toolfs.AsyncWorkspace")
-        self.memory = memory
-        self.tool = "memory" if memory else TEXT_EDITOR_NAME
-        self.max_characters = max_characters
-        self.advice = _MEMORY_ADVICE if memory else _ADVICE
-
-    @property
-    def fs(self) -> PolicyFileSystem:
-        return self.ws.fs
-
-    @property
-    def budget(self) -> int:
-        limit = self.ws.max_output_chars
-        return limit if self.max_characters is None else min(limit, self.max_characters)
 
     # -- the entry point -----------------------------------------------------------
 
@@ -330,92 +128,6 @@ class _Engine:
         diff = error_diff(err, self.ws.max_output_chars - len(head) - len(advice) - 1)
         return ToolOutput(text=f"{head}{diff}{advice}", value=None, error=err,
                           max_chars=self.ws.max_output_chars)
-
-    # -- paths ---------------------------------------------------------------------
-
-    def path(self, given: str) -> str:
-        """The workspace path of a model-given path (memory: below ``/memories``)."""
-        if not self.memory:
-            return given
-        if given != MEMORY_ROOT and not given.startswith(MEMORY_ROOT + "/"):
-            # [memory SDK] _validate_path (stricter: "/memoriesX" is refused too)
-            raise _refuse("outside_root",
-                          f"Path must start with /memories, got: {_shown(given, MAX_SHOWN_PATH)}")
-        rel = given[len(MEMORY_ROOT):].lstrip("/")
-        if rel and any(part == ".." for part in rel.split("/")):
-            raise self._escape(given)
-        return rel or "."
-
-    def _source_path(self, given: str) -> tuple[str, bool]:
-        """:meth:`path` for a delete or a rename, which take a file or a directory:
-        ``dir/`` names the directory ``dir`` (the second value: written as one)."""
-        rel = self.path(given)
-        if rel != "." and rel.endswith("/"):
-            return rel.rstrip("/") or ".", True
-        return rel, False
-
-    def _escape(self, given: str) -> _Refusal:
-        # [memory SDK] _validate_path
-        return _refuse("outside_root",
-                       f"Path {_shown(given, MAX_SHOWN_PATH)} would escape /memories directory")
-
-    def _translate(self, err: FsError, shown: str, given: str) -> _Refusal | FsError:
-        """toolfs's error in the reference wording where one exists."""
-        if err.code == "not_found" and not err.details.get("bucket"):
-            # [editor] validate_path and [memory docs] view, then toolfs's near misses
-            extra = ""
-            near = err.details.get("did_you_mean")
-            if near:
-                extra = f" Did you mean: {', '.join(self._shown_paths(near))}?"
-            return _refuse("not_found", f"The path {shown} does not exist. Please provide a "
-                           f"valid path.{extra}", cause=err)
-        if err.code == "outside_root" and self.memory:
-            return _Refusal(self._escape(given).message, err)
-        if err.code == "not_a_file" and "file" not in err.details:
-            # The path names a directory (not a path through a file).
-            return _Refusal(self._is_a_directory(shown), err)
-        if err.code == "not_a_file" and isinstance(err.details.get("file"), str):
-            # A path through a file ("notes.md/x"): name the file as the model knows it.
-            return _Refusal(f"{self._model_path(err.details['file'])} is a file, not a "
-                            f"directory, so {shown} cannot be below it", err)
-        if err.code == "not_observed":
-            return _Refusal(f"{shown} has not been viewed in this session; view it before "
-                            "changing it", err)
-        message = err.message
-        if err.code == "stale":
-            message = message.replace("since you read it", "since you last viewed it")
-        if self.memory and err.path and message.startswith(err.path + " "):
-            # toolfs names files relative to the root; the model knows /memories/...
-            message = self._model_path(err.path) + message[len(err.path):]
-        return err if message == err.message else _Refusal(message, err)
-
-    def _is_a_directory(self, shown: str) -> str:
-        """A command other than view on a directory."""
-        if self.memory:
-            return f"The path {shown} is not a file."  # [memory SDK] str_replace, insert
-        # [editor] validate_path
-        return (f"The path {shown} is a directory and only the `view` command can be used "
-                "on directories")
-
-    def _shown_paths(self, paths: list[str]) -> list[str]:
-        if not self.memory:
-            return list(paths)
-        return [f"{MEMORY_ROOT}/{p}" for p in paths]
-
-    def _model_path(self, display: str) -> str:
-        """How a workspace display path is shown to the model."""
-        if not self.memory:
-            return display
-        return MEMORY_ROOT if display in ("", ".") else f"{MEMORY_ROOT}/{display}"
-
-    def _call(self, fn: Callable[[], T], shown: str, given: str) -> T:
-        try:
-            return fn()
-        except FsError as err:
-            translated = self._translate(err, shown, given)
-            if translated is err:
-                raise
-            raise translated from err
 
     # -- view ----------------------------------------------------------------------
 
@@ -739,197 +451,6 @@ class _Engine:
                             snippet=snippet, snippet_start=start)
         return _Done(self._edited(shown, result, insert=True), result)
 
-    # -- delete (memory) -----------------------------------------------------------
-
-    def _delete(self, given: dict[str, Any]) -> _Done:
-        raw = given["path"]
-        shown = _shown(raw, MAX_SHOWN_PATH)
-        rel, as_dir = self._source_path(raw)
-        # [memory SDK] delete. By where the path leads, not how it is spelled: a symlink
-        # to the root (`self -> .`, `docs/up -> ..`) names the root as well.
-        if rel == "." or self._target(rel, shown, raw).reaches_root:
-            raise _refuse("denied", "Cannot delete the /memories directory itself")
-        if self._is_file(rel, shown, raw):
-            if as_dir:  # `notes.md/`: there is no directory notes.md
-                raise _refuse("not_found", f"The path {shown} does not exist")
-            try:
-                self.fs.rm_file(rel)
-            except FsError as err:
-                if err.code == "not_observed":
-                    raise _refuse("not_observed", f"Cannot delete {shown}: view it first",
-                                  cause=err) from err
-                if err.code == "stale":
-                    raise _refuse("stale", f"{shown} changed since you last viewed it; it "
-                                  "was not deleted", cause=err) from err
-                raise self._translate(err, shown, raw) from err
-            # [memory docs] and [memory SDK] delete
-            return _Done(f"Successfully deleted {shown}", None)
-        files = self._tree(rel)
-        if not files:  # [memory docs] delete: "Error: The path {path} does not exist"
-            raise _refuse("not_found", f"The path {shown} does not exist")
-        # Every file must have been viewed at its current version: a delete must not
-        # remove an update this agent never saw. Checked for all before any is removed.
-        unseen = [f.path for f in files
-                  if self.fs.policy is not None and (
-                      (obs := self.fs.ledger.get(f.backend_path)) is None
-                      or obs.version is None)]
-        if unseen:
-            names = ", ".join(self._shown_paths(unseen[:10]))
-            more = f" and {len(unseen) - 10} more" if len(unseen) > 10 else ""
-            raise _refuse("not_observed", f"Cannot delete {shown}: view its files first "
-                          f"({names}{more} not viewed)")
-        done: list[str] = []
-        for f in files:
-            try:
-                self.fs.rm_file(f.path)
-            except FsError as err:
-                kept = len(files) - len(done)
-                msg = (f"Deleted {len(done)} of {len(files)} files in {shown}; stopped at "
-                       f"{self._model_path(f.path)}: {err.message}. {kept} files remain.")
-                raise _refuse(err.code, msg, cause=err) from err
-            done.append(f.path)
-        self._remove_empty_dirs(rel)
-        return _Done(f"Successfully deleted {shown}", None)
-
-    def _target(self, rel: str, shown: str, raw: str) -> Target:
-        """``rel`` confined by the policy filesystem: where it leads, symlinks followed
-        (``outside_root`` in the reference wording)."""
-        return self._call(lambda: self.fs.resolve(rel), shown, raw)
-
-    def _is_file(self, rel: str, shown: str, raw: str) -> bool:
-        return self._call(lambda: self.fs.isfile(rel), shown, raw)
-
-    def _tree(self, rel: str) -> list[Found]:
-        files = list(itertools.islice(self.fs.list_files(rel), MAX_TREE_FILES + 1))
-        if len(files) > MAX_TREE_FILES:
-            raise _refuse("too_large", f"{self._model_path(rel)} holds more than "
-                          f"{MAX_TREE_FILES} files, more than one command may change")
-        return sorted(files, key=lambda f: f.path)
-
-    def _remove_empty_dirs(self, rel: str) -> None:
-        """Local and memory filesystems keep empty directories; remove those left (best
-        effort: a directory another agent just wrote into is not empty and stays).
-        Through the policy filesystem, never the raw one: denied directories (``.git``
-        and everything in it) stay, symlinks are not walked through, nothing outside the
-        root is touched. Object stores have no directories: nothing to do there."""
-        # A failure leaves directories, never files, behind: the files are gone already.
-        with contextlib.suppress(Exception):
-            self.fs.remove_empty_dirs(rel)
-
-    # -- rename (memory) -----------------------------------------------------------
-
-    def _rename(self, given: dict[str, Any]) -> _Done:
-        old_raw, new_raw = given["old_path"], given["new_path"]
-        old_shown, new_shown = _shown(old_raw, MAX_SHOWN_PATH), _shown(new_raw, MAX_SHOWN_PATH)
-        (old, old_as_dir), (new, _) = self._source_path(old_raw), self._source_path(new_raw)
-        if old == ".":  # [memory SDK] rename
-            raise _refuse("denied", "Cannot rename the /memories directory itself")
-        if new == ".":
-            raise _refuse("invalid_arguments", f"The destination {new_shown} already exists")
-        if new == old or new.startswith(old + "/"):
-            raise _invalid(f"Cannot rename {old_shown} into itself ({new_shown})")
-        # The same checks on where the paths lead (symlinks followed): a link to the root
-        # is the root, and a destination reached through a link may lie inside the
-        # source all the same.
-        source = self._target(old, old_shown, old_raw)
-        if source.reaches_root:
-            raise _refuse("denied", "Cannot rename the /memories directory itself")
-        dest = self._target(new, new_shown, new_raw)
-        if dest.reaches_root:
-            raise _refuse("invalid_arguments", f"The destination {new_shown} already exists")
-        src_at, dest_at = source.reached, dest.reached
-        if self.fs.store.folds_case:
-            src_at, dest_at = src_at.casefold(), dest_at.casefold()
-        if dest_at == src_at or dest_at.startswith(src_at + "/"):
-            raise _invalid(f"Cannot rename {old_shown} into itself ({new_shown})")
-        if self._exists(new) or self._empty_dir(new, new_shown, new_raw):
-            # [memory docs] rename: "Error: The destination {new_path} already exists"
-            raise _refuse("invalid_arguments", f"The destination {new_shown} already exists")
-        if self._is_file(old, old_shown, old_raw):
-            if old_as_dir:  # `notes.md/`: there is no directory notes.md
-                raise _refuse("not_found", f"The path {old_shown} does not exist")
-            self._call(lambda: self._move(old, new, new_shown), old_shown, old_raw)
-            # [memory docs] and [memory SDK] rename
-            return _Done(f"Successfully renamed {old_shown} to {new_shown}", None)
-        files = self._tree(old)
-        if not files:  # [memory docs] rename: "Error: The path {old_path} does not exist"
-            raise _refuse("not_found", f"The path {old_shown} does not exist")
-        for moved, f in enumerate(files):
-            suffix = f.path[len(old) + 1:] if old != "." else f.path
-            try:
-                self._move(f.path, f"{new}/{suffix}", self._model_path(f"{new}/{suffix}"))
-            except (FsError, _Refusal) as exc:
-                err = exc if isinstance(exc, FsError) else exc.error
-                why = exc.message if isinstance(exc, _Refusal) else err.message
-                msg = (f"Renamed {moved} of {len(files)} files of {old_shown} to {new_shown}; "
-                       f"stopped at {self._model_path(f.path)}: {why}")
-                raise _refuse(err.code, msg, cause=err) from exc
-        self._remove_empty_dirs(old)
-        return _Done(f"Successfully renamed {old_shown} to {new_shown}", None)
-
-    def _empty_dir(self, rel: str, shown: str, given: str) -> bool:
-        """An empty directory: local disk and memory keep them (a file cannot be created
-        over one, and the failure would name the source); object stores have none."""
-        if not self.fs.store.capabilities.cheap_listing:
-            return False
-        return self._call(lambda: self.fs.isdir(rel), shown, given)
-
-    def _exists(self, rel: str) -> bool:
-        """A file, or a directory with a file below it (object stores have no empty
-        directories)."""
-        if self.fs.isfile(rel):
-            return True
-        return next(iter(self.fs.list_files(rel)), None) is not None
-
-    def _move(self, old: str, new: str, new_shown: str) -> None:
-        """Move one file without losing an update: the bytes of one version of ``old``
-        are created at ``new`` (only if nothing is there), then ``old`` is deleted only if
-        it is still at that version; if it is not, the copy is removed again (only if it
-        is still the copy), so the file ends up in exactly one place, with every update."""
-        with self.fs.open(old, "rb") as src:  # an observation: the version of these bytes
-            if not src.complete:
-                raise fs_error("too_large", f"{src.path} is {src.size} bytes, over the "
-                               f"{self.fs.size_cap}-byte cap for whole-file writes; it "
-                               "cannot be renamed here", path=src.path)
-            data = src.read()
-            version = src.version
-        try:
-            copy = self.fs.pipe_file(new, data, mode="create", operation="write")
-        except FsError as err:
-            if err.code in ("stale", "not_observed"):  # created meanwhile by someone else
-                raise _refuse("invalid_arguments", f"The destination {new_shown} already "
-                              "exists", cause=err) from err
-            raise
-        try:
-            self.fs.rm_file(old, version=version)
-        except FsError as err:
-            if err.code not in ("stale", "not_found"):
-                # The delete may have happened all the same (a timeout, say): removing
-                # the copy now could lose the file. Keep it, and say so.
-                raise _refuse(err.code, f"{self._model_path(old)} was copied to "
-                              f"{new_shown} but could not be deleted ({err.message}); both "
-                              "may exist now: view them before retrying", cause=err) from err
-            left = self._undo(new, copy.version)
-            if err.code == "stale":
-                raise _refuse("stale", f"{self._model_path(old)} changed while it was being "
-                              f"renamed; nothing was renamed{left}", cause=err) from err
-            raise _refuse("stale", f"{self._model_path(old)} was deleted while it was "
-                          f"being renamed; nothing was renamed{left}", cause=err) from err
-
-    def _undo(self, path: str, version: FileVersion) -> str:
-        """Remove the copy a failed move made, only if it is still that copy; what is
-        left over, for the answer ("" when nothing is)."""
-        try:
-            self.fs.rm_file(path, version=version)
-        except FsError as err:
-            if err.code == "not_found":
-                return ""
-            shown = self._model_path(path)
-            if err.code == "stale":  # someone changed the copy already: theirs now
-                return f" (but {shown} was changed meanwhile by someone else and stays)"
-            return f" (but the copy at {shown} could not be removed: {err.message})"
-        return ""
-
 
 def _inserted(body: str, line: int, text: str) -> tuple[str, int, int]:
     """``body`` with ``text`` inserted as whole lines after line ``line`` (0: at the
@@ -953,12 +474,11 @@ def _inserted(body: str, line: int, text: str) -> tuple[str, int, int]:
         return body + eol + added[: -len(eol)], start, start + len(added) - len(eol)
     return body[:offset] + added + body[offset:], offset, offset + len(added)
 
-
-
 # -- the commands each tool accepts ----------------------------------------------------
 
 _EDITOR_COMMANDS = ("view", "create", "str_replace", "insert")
 _MEMORY_COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
+
 
 def _result(output: ToolOutput) -> str:
     """A ToolOutput as the runner's tool result: the text, or ``ToolError`` (is_error)."""

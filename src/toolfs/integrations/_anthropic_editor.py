@@ -17,13 +17,8 @@ from typing import Any, cast
 from anthropic.lib.tools import BetaAsyncBuiltinFunctionTool, BetaBuiltinFunctionTool
 
 from toolfs.errors import fs_error
-from toolfs.integrations._anthropic_commands import (
-    _EDITOR_COMMANDS,
-    TEXT_EDITOR_NAME,
-    TEXT_EDITOR_TYPE,
-    _Engine,
-    _result,
-)
+from toolfs.integrations._anthropic_commands import _EDITOR_COMMANDS, _Engine, _result
+from toolfs.integrations._anthropic_input import TEXT_EDITOR_NAME, TEXT_EDITOR_TYPE
 from toolfs.render import ToolOutput
 from toolfs.workspace import AsyncWorkspace, Workspace
 

@@ -28,8 +28,8 @@ from typing import Any
 from anthropic.lib.tools import BetaAsyncFunctionTool, BetaFunctionTool, ToolError
 
 from toolfs.errors import FsError, fs_error
-from toolfs.integrations._anthropic_commands import _line_number
 from toolfs.integrations._anthropic_editor import AsyncTextEditor, TextEditor
+from toolfs.integrations._anthropic_input import _line_number
 from toolfs.integrations._anthropic_memory import AsyncMemoryTool, MemoryTool
 from toolfs.render import ToolOutput, render_output
 from toolfs.tools import MAX_OFFSET

@@ -18,7 +18,7 @@ from toolfs.backends import Create, Update
 from toolfs.errors import FsError
 
 if TYPE_CHECKING:
-    from toolfs.policy.filesystem import PendingWrite
+    from toolfs.policy.handles import PendingWrite
 
 HOW_TO_READ = ("through the same URL and storage options (pd.read_csv, pl.read_parquet, "
                "...: any read is an observation)")
