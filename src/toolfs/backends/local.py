@@ -505,6 +505,24 @@ class LocalStore(Store):
         finally:
             os.close(fd)
 
+    def _read_listed(self, dfd: int, name: str, path: str,
+                     length: int | None) -> Blob | None:
+        """``_read(dfd, name, path, 0, length, digest=False)``, a listing's read, with
+        less work per file (a grep reads thousands): the same open, checks and read,
+        and the :class:`Blob` made without its frozen ``__setattr__`` per field."""
+        opened = self._open_regular(dfd, name, path)
+        if opened is None:
+            return None
+        fd, st = opened
+        try:
+            size = st.st_size
+            data = _pread(fd, size if length is None or length > size else max(length, 0), 0)
+        finally:
+            os.close(fd)
+        blob: Blob = object.__new__(Blob)
+        blob.__dict__.update(data=data, version=_stat_version(st), size=size, start=0)
+        return blob
+
     def _open_regular(self, dfd: int, name: str, path: str
                       ) -> tuple[int, os.stat_result] | None:
         """An fd open for reading the regular file ``name`` (read it with
@@ -560,7 +578,7 @@ class LocalStore(Store):
                         stack = contextlib.ExitStack()
                         dfd, _ = stack.enter_context(self._parent_fd(path))
                         parent = (directory, stack, dfd)
-                    blob = self._read(parent[2], name, path, 0, length, digest=False)
+                    blob = self._read_listed(parent[2], name, path, length)
                     if blob is None:
                         raise fs_error("not_found", f"{path} does not exist", path=path)
                 except FsError as err:
