@@ -21,6 +21,7 @@ window), so memory stays within a few results' worth whatever the tree.
 from __future__ import annotations
 
 import contextvars
+import os
 from collections import deque
 from collections.abc import Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -30,9 +31,9 @@ from typing import Literal, Protocol
 from toolfs.errors import FsError
 from toolfs.policy.filesystem import Found, PolicyFileSystem
 
-WORKERS = 2
-"""Threads reading and searching windows (ripgrep, the yardstick, runs one per core
-up to twelve; this machine class has two)."""
+WORKERS = min(2, os.cpu_count() or 1)
+"""Threads reading and searching windows: two (more gain little: the Python half of
+each file's work holds the GIL), or none on a one-core machine (the single loop)."""
 WINDOW = 48
 """Files per window: large enough that handing a window over costs little against
 reading it, small enough that a stop wastes little work."""

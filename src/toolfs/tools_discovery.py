@@ -336,7 +336,8 @@ def _run_prefiltered(fs: PolicyFileSystem, candidates: list[Found], search: _Sea
 
 
 def _run(fs: PolicyFileSystem, candidates: list[Found], search: _Search, cap: int) -> None:
-    if isinstance(fs.store, LocalStore) and len(candidates) > grep_workers.WINDOW:
+    if isinstance(fs.store, LocalStore) and grep_workers.WORKERS > 1 \
+            and len(candidates) > grep_workers.WINDOW:
         _run_parallel(fs, candidates, search, cap)
         return
     outcomes: Iterator[tuple[Found, Blob | FsError]] = fs.read_many(
