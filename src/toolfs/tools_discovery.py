@@ -127,10 +127,11 @@ class _Search:
             data = data[len(BOM):]
         if b"\x00" in data:
             return None
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
+        if not data.isascii():  # ASCII is UTF-8: spares decoding most source files
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
         if b"\r" in data:
             data = data.replace(b"\r\n", b"\n")
         return data, self.regex.matching_lines(data)
