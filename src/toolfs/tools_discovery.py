@@ -336,6 +336,24 @@ def _run_prefiltered(fs: PolicyFileSystem, candidates: list[Found], search: _Sea
                 close()
 
 
+def _run_parallel(fs: PolicyFileSystem, candidates: list[Found], search: _Search,
+                  cap: int) -> None:
+    """:func:`_run` with the files read and searched by worker threads
+    (:mod:`toolfs.grep_workers`), counted here in the same order with the same stop."""
+    examined_files = grep_workers.examined_in_order(fs, candidates, search, cap,
+                                                    lambda: search.done)
+    with contextlib.closing(examined_files):
+        for examined in examined_files:
+            if examined.error is not None:
+                if "deadline" in examined.error.details:
+                    raise examined.error  # the call ran out of time: no file "vanished"
+                search.skip("unreadable")
+            elif examined.outcome != "searched":
+                search.skip(examined.outcome)
+            else:
+                search.record(examined.found, examined.hits, examined.picked)
+
+
 def _run(fs: PolicyFileSystem, candidates: list[Found], search: _Search, cap: int) -> None:
     if isinstance(fs.store, LocalStore) and grep_workers.WORKERS > 1 \
             and len(candidates) > grep_workers.WINDOW:
@@ -360,24 +378,6 @@ def _run(fs: PolicyFileSystem, candidates: list[Found], search: _Search, cap: in
         close = getattr(outcomes, "close", None)
         if close is not None:
             close()
-
-
-def _run_parallel(fs: PolicyFileSystem, candidates: list[Found], search: _Search,
-                  cap: int) -> None:
-    """:func:`_run` with the files read and searched by worker threads
-    (:mod:`toolfs.grep_workers`), counted here in the same order with the same stop."""
-    examined_files = grep_workers.examined_in_order(fs, candidates, search, cap,
-                                                    lambda: search.done)
-    with contextlib.closing(examined_files):
-        for examined in examined_files:
-            if examined.error is not None:
-                if "deadline" in examined.error.details:
-                    raise examined.error  # the call ran out of time: no file "vanished"
-                search.skip("unreadable")
-            elif examined.outcome != "searched":
-                search.skip(examined.outcome)
-            else:
-                search.record(examined.found, examined.hits, examined.picked)
 
 
 def _grep_one(fs: PolicyFileSystem, path: str | None, base: str,
