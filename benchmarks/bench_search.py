@@ -39,7 +39,7 @@ from typing import Any
 import fsspec
 
 import toolfs
-from toolfs import ripgrep
+from toolfs import grep_workers, ripgrep
 from toolfs.testing.azurite import AzuriteEmulator
 from toolfs.testing.emulators import GCSEmulator, S3Emulator
 
@@ -101,7 +101,8 @@ def _pair(t: tuple[float, float]) -> str:
 
 
 def _ratio(a: tuple[float, float], b: tuple[float, float]) -> str:
-    return f"{a[0] / b[0]:.2f}x ({a[1] / b[1]:.2f}x)"
+    cpu = f"{a[1] / b[1]:.2f}x" if b[1] > 0 else "-"
+    return f"{a[0] / b[0]:.2f}x ({cpu})"
 
 
 def scandir_walk(root: str) -> int:
@@ -124,44 +125,81 @@ def scandir_one(path: str) -> int:
         return sum(1 for e in it if e.stat(follow_symlinks=False))
 
 
+def _single_thread(fn: Callable[[], object]) -> Callable[[], object]:
+    """``fn`` with local grep's worker threads off (one window: the single loop)."""
+    def run() -> object:
+        before = grep_workers.WINDOW
+        grep_workers.WINDOW = 1 << 60
+        try:
+            return fn()
+        finally:
+            grep_workers.WINDOW = before
+    return run
+
+
 def bench_local(runs: int, min_files: int, min_bytes: int) -> None:
     rg = ripgrep.ripgrep_binary()
     with tempfile.TemporaryDirectory() as tmp:
         root = os.path.join(tmp, "tree")
         files, size = build_tree(root, min_files, min_bytes)
         print(f"\nLocal tree: {files} files, {size / 1e6:.0f} MB (site-packages sources); "
-              f"rg: {rg or 'not installed'}; {os.cpu_count()} CPUs\n")
+              f"rg: {rg or 'not installed'}; {os.cpu_count()} CPUs; load average "
+              f"{os.getloadavg()[0]:.1f}\n")
         local = fsspec.filesystem("file")
         auto = toolfs.Workspace(local, root=root, grep_engine="ripgrep")
         python = toolfs.Workspace(local, root=root, grep_engine="python")
-        print("Wall ms (CPU ms in brackets: this process and rg); ratio = toolfs / rg.\n")
-        print("| pattern | mode | rg | toolfs (ripgrep) | ripgrep / rg | python engine "
-              "| python / rg | same result |")
-        print("|---|---|--:|--:|--:|--:|--:|---|")
+        print("Wall ms (CPU ms in brackets: this process and rg); ratio = toolfs / rg "
+              "(wall, CPU). default = the Python engine with its worker threads; "
+              "1 thread = the same engine's single loop; prefilter = grep_engine=ripgrep.\n")
+        print("| pattern | mode | rg | default | / rg | 1 thread | / rg | prefilter | / rg "
+              "| same |")
+        print("|---|---|--:|--:|--:|--:|--:|--:|--:|---|")
         nan = (float("nan"), float("nan"))
         for pattern in PATTERNS:
             for mode, flag in MODES.items():
                 cmd = [rg or "rg", "--no-config", flag, pattern, root]
-                base = timed(lambda c=cmd: subprocess.run(c, capture_output=True),
-                             runs) if rg is not None else nan
-                ours = timed(lambda p=pattern, m=mode: auto.grep(p, output_mode=m), runs)
-                py = timed(lambda p=pattern, m=mode: python.grep(p, output_mode=m), runs)
-                same = auto.grep(pattern, output_mode=mode) == python.grep(
-                    pattern, output_mode=mode)
-                print(f"| `{pattern}` | {mode} | {_pair(base)} | {_pair(ours)} | "
-                      f"{_ratio(ours, base)} | {_pair(py)} | {_ratio(py, base)} | {same} |")
+
+                def bare(c: list[str] = cmd) -> object:
+                    return subprocess.run(c, capture_output=True)
+
+                base = timed(bare, runs) if rg is not None else nan
+
+                def default(p: str = pattern, m: str = mode) -> object:
+                    return python.grep(p, output_mode=m)
+
+                def prefiltered(p: str = pattern, m: str = mode) -> object:
+                    return auto.grep(p, output_mode=m)
+
+                threads = timed(default, runs)
+                single = timed(_single_thread(default), runs)
+                pre = timed(prefiltered, runs)
+                same = default() == _single_thread(default)() == prefiltered()
+                print(f"| `{pattern}` | {mode} | {_pair(base)} | {_pair(threads)} | "
+                      f"{_ratio(threads, base)} | {_pair(single)} | {_ratio(single, base)} | "
+                      f"{_pair(pre)} | {_ratio(pre, base)} | {same} |")
         walk = timed(lambda: scandir_walk(root), runs)
-        glob_ms = timed(lambda: auto.glob("**/*.py"), runs)
-        top = max((e.path for e in os.scandir(root) if e.is_dir()),
-                  key=lambda p: len(os.listdir(p)))
-        one = timed(lambda: scandir_one(top), runs * 20)
-        ls_ms = timed(lambda: auto.ls(os.path.basename(top)), runs * 20)
+        glob_ms = timed(lambda: python.glob("**/*.py"), runs)
+        wide = os.path.join(root, "wide")
+        os.makedirs(os.path.join(root, "empty"))
+        os.makedirs(wide)
+        for i in range(2000):
+            with open(os.path.join(wide, f"f{i:04}.txt"), "wb") as out:
+                out.write(b"x\n")
+        rows = [("glob `**/*.py`", "os.scandir walk + stat of every file", walk, glob_ms)]
+        for name, entries in (("wide", 2000), ("empty", 0)):
+            def listed(n: str = name) -> object:
+                return scandir_one(os.path.join(root, n))
+
+            def ls(n: str = name) -> object:
+                return python.ls(n)
+
+            rows.append((f"ls of {entries} entries", "one os.scandir + stat",
+                         timed(listed, runs * 20), timed(ls, runs * 20)))
         print("\n| call | baseline | baseline ms | toolfs ms | toolfs / baseline |")
         print("|---|---|--:|--:|--:|")
-        print(f"| glob `**/*.py` | os.scandir walk + stat | {_pair(walk)} | "
-              f"{_pair(glob_ms)} | {_ratio(glob_ms, walk)} |")
-        print(f"| ls (largest directory, {len(os.listdir(top))} entries) | one os.scandir "
-              f"+ stat | {one[0]:.2f} | {ls_ms[0]:.2f} | {ls_ms[0] / one[0]:.2f}x |")
+        for call, what, plain, ours in rows:
+            print(f"| {call} | {what} | {plain[0]:.2f} ({plain[1]:.1f}) | "
+                  f"{ours[0]:.2f} ({ours[1]:.1f}) | {_ratio(ours, plain)} |")
 
 
 def _objects(i: int) -> bytes:

@@ -9,12 +9,13 @@ logic lives in :mod:`toolfs.discovery`.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import math
 import os
 from collections.abc import Iterator
 
-from toolfs import ripgrep
+from toolfs import grep_workers, ripgrep
 from toolfs.backends.base import Blob
 from toolfs.backends.local import LocalStore
 from toolfs.discovery import (
@@ -111,21 +112,55 @@ class _Search:
 
     def search(self, found: Found, blob: Blob) -> None:
         """Search one file's bytes (already within the size cap)."""
-        data = blob.data
+        examined = self.examine(blob.data)
+        if examined is None:
+            self.skip("not_text")
+            return
+        data, hits = examined
+        self.record(found, hits, self.picked_lines(data, hits) if hits else [])
+
+    def examine(self, data: bytes) -> tuple[bytes, list[int]] | None:
+        """A file's bytes as searched (BOM dropped, CRLF as LF) and the 0-based numbers
+        of its matching lines, or ``None`` when it is not text (a NUL, or not UTF-8).
+        Pure: it changes no state of the search, so worker threads may call it."""
         if data.startswith(BOM):
             data = data[len(BOM):]
         if b"\x00" in data:
-            self.skip("not_text")
-            return
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            self.skip("not_text")
-            return
+            return None
+        if not data.isascii():  # ASCII is UTF-8: spares decoding most source files
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
         if b"\r" in data:
             data = data.replace(b"\r\n", b"\n")
+        return data, self.regex.matching_lines(data)
+
+    def picked_lines(self, data: bytes, hits: list[int],
+                     most: int | None = None) -> list[tuple[int, bool, bytes]]:
+        """``content`` mode: the matching lines of ``data`` and their context, as
+        ``(0-based number, is context, bytes)`` in order, at most ``most`` of them (the
+        search never shows more than its limit); nothing in the other modes. Pure."""
+        if self.mode != "content":
+            return []
+        lines = split_data_lines(data)
+        context = self.args.context
+        picked: list[tuple[int, bool, bytes]] = []
+        hit_set = set(hits)
+        last = -1
+        for h in hits:
+            for n in range(max(h - context, last + 1), min(h + context, len(lines) - 1) + 1):
+                if most is not None and len(picked) >= most:
+                    return picked
+                picked.append((n, n not in hit_set, lines[n]))
+                last = n
+        return picked
+
+    def record(self, found: Found, hits: list[int],
+               picked: list[tuple[int, bool, bytes]]) -> None:
+        """Count one searched text file, with its matching lines (and, in ``content``
+        mode, the lines :meth:`picked_lines` chose)."""
         self.searched += 1
-        hits = self.regex.matching_lines(data)
         if not hits:
             return
         if self.mode == "files_with_matches":
@@ -137,7 +172,7 @@ class _Search:
             self.files.append(found.path)
             self.counts[found.path] = len(hits)
         else:
-            self._add_lines(found.path, data, hits)
+            self._add_lines(found.path, picked)
 
     def _add_file(self, path: str) -> None:
         if len(self.files) >= self.limit:
@@ -145,22 +180,13 @@ class _Search:
             return
         self.files.append(path)
 
-    def _add_lines(self, path: str, data: bytes, hits: list[int]) -> None:
-        lines = split_data_lines(data)
-        context = self.args.context
-        wanted: list[tuple[int, bool]] = []
-        hit_set = set(hits)
-        last = -1
-        for h in hits:
-            for n in range(max(h - context, last + 1), min(h + context, len(lines) - 1) + 1):
-                wanted.append((n, n not in hit_set))
-                last = n
+    def _add_lines(self, path: str, picked: list[tuple[int, bool, bytes]]) -> None:
         self.files.append(path)
-        for n, is_context in wanted:
+        for n, is_context, line in picked:
             if len(self.matches) >= self.limit:
                 self.truncated = True
                 return
-            text = lines[n].decode("utf-8")
+            text = line.decode("utf-8")
             chars = None
             if len(text) > GREP_LINE_CHARS:
                 chars, text = len(text), text[:GREP_LINE_CHARS]
@@ -310,7 +336,29 @@ def _run_prefiltered(fs: PolicyFileSystem, candidates: list[Found], search: _Sea
                 close()
 
 
+def _run_parallel(fs: PolicyFileSystem, candidates: list[Found], search: _Search,
+                  cap: int) -> None:
+    """:func:`_run` with the files read and searched by worker threads
+    (:mod:`toolfs.grep_workers`), counted here in the same order with the same stop."""
+    examined_files = grep_workers.examined_in_order(fs, candidates, search, cap,
+                                                    lambda: search.done)
+    with contextlib.closing(examined_files):
+        for examined in examined_files:
+            if examined.error is not None:
+                if "deadline" in examined.error.details:
+                    raise examined.error  # the call ran out of time: no file "vanished"
+                search.skip("unreadable")
+            elif examined.outcome != "searched":
+                search.skip(examined.outcome)
+            else:
+                search.record(examined.found, examined.hits, examined.picked)
+
+
 def _run(fs: PolicyFileSystem, candidates: list[Found], search: _Search, cap: int) -> None:
+    if isinstance(fs.store, LocalStore) and grep_workers.WORKERS > 1 \
+            and len(candidates) > grep_workers.WINDOW:
+        _run_parallel(fs, candidates, search, cap)
+        return
     outcomes: Iterator[tuple[Found, Blob | FsError]] = fs.read_many(
         candidates, length=cap + 1)
     try:

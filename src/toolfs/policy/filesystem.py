@@ -130,7 +130,8 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
         content_cache_dir: hold that cache's bytes as files in this directory instead of
             in memory.
         grep_engine: ``"python"`` (default): local ``grep`` reads and searches every
-            candidate itself; ``"ripgrep"``: it runs ripgrep, where there is one, as a
+            candidate itself (in two worker threads, :mod:`toolfs.grep_workers`, with
+            the single loop's answer); ``"ripgrep"``: it runs ripgrep, where there is one, as a
             prefilter that spares reading the files it finds no line in
             (:mod:`toolfs.ripgrep`; the answer is the same). Measured in
             docs/benchmarks.md: a gain only for selective patterns with a core to spare.
