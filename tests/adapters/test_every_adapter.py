@@ -1,7 +1,7 @@
-"""An agent builder's probes of the framework adapters, each through the framework's own
-machinery: subagents sharing a Deep Agents backend, argument names the adapters' own
-signatures used to swallow, the same call giving the same text in every adapter, worker
-threads that are gone, streamed runs, and runs cancelled in the middle of a write.
+"""What every framework adapter does alike, each through the framework's own machinery:
+the same call gives the same text, tools are taken and unknown names refused alike, a
+conversation context that cannot be made is an error result, credentials never show,
+agent contexts are bounded, and the README's table of adapters matches the modules.
 """
 
 from __future__ import annotations

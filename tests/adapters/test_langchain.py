@@ -1,4 +1,5 @@
-"""The LangChain tools and the Deep Agents backend, driven by the frameworks themselves.
+"""The LangChain tools, driven by LangChain itself (the Deep Agents backend, built on
+these, is in test_deepagents.py).
 
 A scripted chat model (a ``FakeMessagesListChatModel`` whose every turn is decided by a
 function of the conversation; no network) runs LangChain's ``create_agent`` loop and a

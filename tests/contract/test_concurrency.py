@@ -1,4 +1,6 @@
-"""No lost updates: many contexts racing read->edit on one file, on every atomic backend.
+"""No lost updates: many contexts racing read->edit on one file, on every atomic backend;
+reads crossed by writes; seeded random mixes of read, edit and write within and across
+contexts, threads and (on local) processes.
 
 Pass: every successful edit's marker is in the final content, and every failed call
 failed with ``stale`` (no other error, no exception).

@@ -1,8 +1,9 @@
 """What ``PolicyFileSystem`` does as an fsspec filesystem where the policy decides, on
 every backend: the refusals it makes on purpose (each with the policy's error) and the
-fsspec behaviours that hold with it (exclusive creates raise ``FileExistsError``, a
-recursive delete is conditional on what this context observed). fsspec's own abstract
-suite runs in ``tests/test_fsspec_abstract.py``."""
+fsspec behaviours that hold with it (every mutating method guarded or denied, the
+read-only ones confined, no filesystem cached between contexts, exclusive creates raise
+``FileExistsError``, a recursive delete is conditional on what this context observed).
+fsspec's own abstract suite runs in ``tests/integrations/test_fsspec_abstract.py``."""
 
 from __future__ import annotations
 
