@@ -14,7 +14,7 @@ the page, so the two cannot disagree: after changing a charted table, run
     python benchmarks/chart.py          # writes docs/benchmarks.svg
     python benchmarks/chart.py --check  # exit 1 if the committed SVG is not the page's
 
-(``tests/test_benchmarks.py`` runs ``--check``).
+(``tests/project/test_benchmarks.py`` runs ``--check``).
 """
 
 from __future__ import annotations

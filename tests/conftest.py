@@ -27,8 +27,11 @@ PARAMS = BACKENDS + [f"{name}-async" for name in BACKENDS]
 
 @pytest.fixture(params=PARAMS)
 def backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backend]:
-    """A fresh root on each backend; S3, GCS and Azure talk to real local servers."""
-    yield from _backend(request, tmp_path)
+    """A fresh root on each backend; S3, GCS and Azure talk to real local servers. The
+    contract suite (tests/contract/test_backends.py) names the backend by its class; this
+    parametrised fixture serves the adapter and integration suites."""
+    name, _, mode = request.param.partition("-")
+    yield from open_backend(request, tmp_path, name, use_async=mode == "async")
 
 
 @pytest.fixture(params=BACKENDS)
@@ -36,11 +39,12 @@ def sync_backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[B
     """:func:`backend` without the async runs: for behaviours of the policy layer, the
     filesystem or an adapter called directly, which the async path reaches through the
     same code (the ``backend`` tests cover that path)."""
-    yield from _backend(request, tmp_path)
+    yield from open_backend(request, tmp_path, request.param, use_async=False)
 
 
-def _backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backend]:
-    name, _, mode = request.param.partition("-")
+def open_backend(request: pytest.FixtureRequest, tmp_path: object, name: str, *,
+                 use_async: bool) -> Iterator[Backend]:
+    """A fresh root on the backend called ``name``, set up for this test and torn down after."""
     b: Backend
     if name == "memory":
         b = MemoryBackend()
@@ -54,9 +58,11 @@ def _backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backe
         b = request.getfixturevalue("azure_backend")
     elif name == "seaweedfs":
         b = request.getfixturevalue("seaweedfs_backend")
-    else:
+    elif name == "gcs":
         b = request.getfixturevalue("gcs_backend")
-    b.use_async = mode == "async"
+    else:
+        raise ValueError(f"no backend called {name!r}")
+    b.use_async = use_async
     b.setup()
     try:
         yield b
