@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import pathlib
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -72,7 +73,11 @@ ws = toolfs.Workspace(root, policy=None)
 while True:
     n += 1
     ws.write("crash.txt", (f"version {n} " * 20000) + "\\n")
+    if n == 1:  # the test kills it only once it writes: start-up time varies with load
+        print("writing", flush=True)
 """
+
+WRITER_START_TIMEOUT = 60.0  # only reached when the writer cannot start at all
 
 
 FILE = "race.txt"
@@ -515,8 +520,13 @@ def test_sigkill_mid_write_never_tears_the_file(tmp_path: pathlib.Path) -> None:
     b.put("crash.txt", b"initial\n")
     valid = {b"initial\n"}
     for kill in range(12):
-        proc = subprocess.Popen([sys.executable, "-c", _WRITER, b.root])
-        time.sleep(0.25 + 0.03 * kill)
+        proc = subprocess.Popen([sys.executable, "-c", _WRITER, b.root],
+                                stdout=subprocess.PIPE)
+        assert proc.stdout is not None
+        started, _, _ = select.select([proc.stdout], [], [], WRITER_START_TIMEOUT)
+        assert started, "the writer did not start"
+        proc.stdout.readline()
+        time.sleep(0.005 * kill)  # a kill at a different point of a later write each time
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         data = b.get("crash.txt")
