@@ -165,6 +165,26 @@ def test_an_early_stop_never_shows_a_deleted_or_stale_object(cloud: Any) -> None
     assert _summary(whole) == _summary(fresh.grep("needle", path="big"))
 
 
+def test_a_store_listing_directory_by_directory_falls_back_once(
+        seaweedfs_backend: Any) -> None:
+    """SeaweedFS lists its filer's directories one by one (``a/x.py`` before
+    ``a.py``), not in key order as S3 does: the first grep finds that out, answers as
+    sorting the whole listing would, and the store lists whole from then on."""
+    b = seaweedfs_backend
+    b.setup()
+    _tree(b)
+    b.put("big/a.py", b"needle beside a/\n")
+    ws = b.workspace(content_cache_bytes=0)
+    store = ws.fs.store
+    store.list_page_size = PAGE
+    first, reqs = _counted(b, lambda: ws.grep("needle", path="big"))
+    assert not store.lists_in_order
+    again, again_reqs = _counted(b, lambda: ws.grep("needle", path="big"))
+    assert _summary(first) == _summary(again)
+    assert first.files == sorted(first.files) and "big/a.py" in first.files
+    assert _pages(again_reqs) < _pages(reqs) <= 2 * _pages(again_reqs)
+
+
 # -- memory bounded by the window, not the prefix (a lazily generated listing) --------
 
 N = 20_000
@@ -235,3 +255,4 @@ def test_a_listing_out_of_order_falls_back_to_sorting() -> None:
     again = ws.grep("needle", output_mode="content")
     assert _summary(again) == _summary(expected)
     assert [m.path for m in again.matches] == sorted(m.path for m in again.matches)
+    assert not store.lists_in_order  # found out once: the whole listing from now on

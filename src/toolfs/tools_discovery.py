@@ -226,7 +226,8 @@ def grep(fs: PolicyFileSystem, args: GrepArgs) -> GrepResult:
         try:
             return _grep_streamed(fs, path, base, prefix, override, search)
         except _Unordered:
-            search = _Search(fs, args, regex)  # list again, the whole listing first
+            fs.store.lists_in_order = False  # from now on, the whole listing first
+            search = _Search(fs, args, regex)
     prefilter = _prefilter(fs, args, base, prefix, regex)
     try:
         # Sizes only let a listing skip over-cap files before reading them; where they

@@ -128,7 +128,7 @@ class ObjectStore(AsyncStore):
 
     list_page_size: ClassVar[int] = 1000
     """Entries asked for per listing page."""
-    lists_in_order: ClassVar[bool] = True
+    lists_in_order: bool = True
 
     # -- the dialect ------------------------------------------------------------------
 
