@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
@@ -69,7 +70,7 @@ def _server(kind: str, objects: int) -> Iterator[tuple[Any, Any, str]]:
         else:
             bucket = "bench-bucket"
             emu.create_bucket(bucket)
-            fs = writer = emu.s3fs_filesystem() if kind == "s3" else emu.gcsfs_filesystem()
+            fs = writer = (emu.gcsfs_filesystem() if kind == "gcs" else emu.s3fs_filesystem())
             if kind == "seaweedfs":  # written past the counting proxy (much faster)
                 fs, writer = emu.s3fs_filesystem(), emu.s3fs_filesystem(direct=True)
         items = list(_objects(objects).items())
@@ -204,7 +205,7 @@ def bench_generated(objects: int) -> list[list[object]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", type=int, default=100_000)
-    parser.add_argument("--servers", default="seaweedfs,gcs")
+    parser.add_argument("--servers", default="s3,seaweedfs,gcs,azure")
     parser.add_argument("--generated", action="store_true",
                         help="also a generated listing of --objects files (no server)")
     parser.add_argument("--tiny", action="store_true", help="300 objects, S3 only")
@@ -212,14 +213,14 @@ def main() -> None:
     objects, servers = (300, ["s3"]) if args.tiny else (
         args.objects, [s for s in args.servers.split(",") if s])
     print(_common.machine_facts())
-    print()
-    rows: list[list[object]] = bench_generated(objects) if args.generated or args.tiny \
-        else []
-    for kind in servers:
-        rows += bench(kind, objects)
-    print(_common.markdown_table(
-        ["store", "call", "how", "seconds", "pages", "GETs", "peak memory",
-         "memory: baseline / this", "time: baseline / this"], rows))
+    headers = ["store", "call", "how", "seconds", "pages", "GETs", "peak memory",
+               "memory: baseline / this", "time: baseline / this"]
+    runs: list[Callable[[], list[list[object]]]] = [lambda: bench_generated(objects)] \
+        if args.generated or args.tiny else []
+    runs += [functools.partial(bench, kind, objects) for kind in servers]
+    for run in runs:  # each table printed as soon as it is measured
+        print()
+        print(_common.markdown_table(headers, run()), flush=True)
 
 
 if __name__ == "__main__":
