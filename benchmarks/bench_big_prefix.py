@@ -105,7 +105,8 @@ def _measure(emu: Any, call: Callable[[], Any]) -> tuple[float, int, int, int]:
 def bench(kind: str, objects: int) -> list[list[object]]:
     rows: list[list[object]] = []
     with _server(kind, objects) as (emu, fs, root):
-        ws = toolfs.Workspace(fs, root=root, content_cache_bytes=0, gitignore=False)
+        ws = toolfs.Workspace(fs, root=root, content_cache_bytes=0, gitignore=False,
+                             timeout=None)  # a 100,000-object listing: minutes
         store = ws.fs.store
         name = f"{NAMES[kind]}, {objects:,} objects"
 
