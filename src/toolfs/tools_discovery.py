@@ -13,6 +13,7 @@ import contextlib
 import heapq
 import math
 import os
+from collections import deque
 from collections.abc import Iterator
 
 from toolfs import grep_workers, ripgrep
@@ -247,6 +248,12 @@ def grep(fs: PolicyFileSystem, args: GrepArgs) -> GrepResult:
             prefix = override.prefix[len(base) + 1:] if base else override.prefix
         elif not base.startswith(override.prefix + "/"):
             return search.result()  # the glob names files outside the searched path
+    if fs.store.lists_in_order:
+        try:
+            return _grep_streamed(fs, path, base, prefix, override, search)
+        except _Unordered:
+            fs.store.lists_in_order = False  # from now on, the whole listing first
+            search = _Search(fs, args, regex)
     prefilter = _prefilter(fs, args, base, prefix, regex)
     try:
         # Sizes only let a listing skip over-cap files before reading them; where they
@@ -378,6 +385,154 @@ def _run(fs: PolicyFileSystem, candidates: list[Found], search: _Search, cap: in
         close = getattr(outcomes, "close", None)
         if close is not None:
             close()
+
+
+# -- grep over a listing in path order (object stores) --------------------------------
+
+
+class _Unordered(Exception):
+    """The store listed a path not after the one before: its order cannot be relied on."""
+
+
+def _grep_streamed(fs: PolicyFileSystem, path: str | None, base: str, prefix: str,
+                   override: OverrideGlob | None, search: _Search) -> GrepResult:
+    """:func:`_grep_listed` for a store that lists in path order (object stores): the
+    files are filtered and searched as the listing's pages come, in that order, which is
+    the order ``_grep_listed`` sorts them into, so the result is the same; and once it is
+    full (``head_limit``, or the cap) no further page is asked for. Held at any time:
+    the read-ahead of :meth:`~toolfs.policy.PolicyFileSystem.read_many`, the files
+    waiting for a ``.gitignore`` listed after them (:func:`_visited_in_order`), the
+    ``.gitignore`` rules; never the listing.
+
+    Counts are of the files met before the stop: a truncated result's ``skipped`` and
+    ``ignore_rules_not_applied`` leave out files and ``.gitignore`` files after it, which
+    were never listed."""
+    cap = fs.size_cap
+    top = f"{base}/{prefix}" if base and prefix else (base or prefix)
+    tree = TreeFilter(base=base, override=override)
+    stats: dict[str, int] = {}
+    listing = fs.list_files(path, prefix=prefix, sizes=False, stats=stats)
+    over_cap = [0]  # over-cap files met since the last file handed on to be read
+    over_before: deque[int] = deque()  # per file handed on: over-cap files before it
+
+    def readable() -> Iterator[Found]:
+        for f in _visited_in_order(fs, listing, tree, top):
+            if f.size is not None and f.size > cap:
+                over_cap[0] += 1
+                continue
+            over_before.append(over_cap[0])
+            over_cap[0] = 0
+            yield f
+
+    def too_large(n: int) -> None:
+        if n:
+            search.skipped["too_large"] = search.skipped.get("too_large", 0) + n
+
+    outcomes = fs.read_many(readable(), length=cap + 1)
+    try:
+        for found, outcome in outcomes:
+            too_large(over_before.popleft())
+            if isinstance(outcome, FsError):
+                if "deadline" in outcome.details:
+                    raise outcome  # the call ran out of time: no file "vanished"
+                search.skip("unreadable")
+            elif outcome.size > cap:
+                search.skip("too_large")
+            else:
+                search.search(found, outcome)
+            if search.done:
+                break
+        else:
+            too_large(over_cap[0])
+    finally:
+        for done_with in (outcomes, listing):  # stops the listing: no further page
+            close = getattr(done_with, "close", None)
+            if close is not None:
+                close()
+    search.rules_not_applied = tree.dropped_rules
+    if not search.done and not stats.get("listed") and base:
+        # No file at all below it (denied ones count, as in `_grep_listed`): maybe a file.
+        return _grep_one(fs, path, base, search)
+    return search.result()
+
+
+def _visited_in_order(fs: PolicyFileSystem, listing: Iterator[Found], tree: TreeFilter,
+                      top: str) -> Iterator[Found]:
+    """The files of ``listing`` (below ``top``, in path order) that the walk visits,
+    in that order, with the ``.gitignore`` files that apply read into ``tree`` (those
+    of the directories above ``top``, and those listed), as :func:`_filter` reads them.
+
+    A ``.gitignore`` is listed among its directory's files, so a file listed before it
+    (``d/-x``, ``d/.env`` sort before ``d/.gitignore``) waits until the listing has
+    passed the place of every ``.gitignore`` that would apply to it; files after it
+    wait behind it, to keep the order. Raises :class:`_Unordered` on a path not after
+    the one before."""
+    listed_ignores: dict[str, Found] = {}  # directory -> its .gitignore, where one is
+    if fs.gitignore:
+        parts = top.split("/") if top else []
+        for d in ("/".join(parts[:i]) for i in range(len(parts))):  # above `top`
+            gi = f"{d}/.gitignore" if d else ".gitignore"
+            if fs.visible(gi, fs.jail.join(gi)):
+                listed_ignores[d] = Found(path=gi, rel=gi, backend_path=fs.jail.join(gi),
+                                          kind="file", size=None, mtime=None)
+    read_ignores: set[str] = set()
+
+    def visited(f: Found) -> bool:
+        if listed_ignores:
+            # The .gitignore files of its directories, shallow first (whether a
+            # directory is visited depends on those above it).
+            parent = f.path.rpartition("/")[0]
+            dirs = [""] + [parent[:i] for i, c in enumerate(parent) if c == "/"] \
+                + ([parent] if parent else [])
+            for d in dirs:
+                gi = listed_ignores.get(d)
+                if gi is None or d in read_ignores:
+                    continue
+                read_ignores.add(d)
+                if not tree.dir_visited(d) or (gi.size or 0) > GITIGNORE_CAP:
+                    continue
+                for _, outcome in fs.read_many([gi], length=GITIGNORE_CAP):
+                    if isinstance(outcome, Blob):
+                        tree.add_gitignore(d, outcome.data.decode("utf-8", "replace"))
+        return tree.file_visited(f.path)
+
+    waiting: deque[tuple[Found, str]] = deque()  # each with the place it waits for
+    last = ""
+    first = True
+    for f in listing:
+        if not first and f.path <= last:
+            raise _Unordered(f.path)
+        first, last = False, f.path
+        wait = ""
+        if fs.gitignore:
+            if f.path == ".gitignore" or f.path.endswith("/.gitignore"):
+                listed_ignores[f.path.rpartition("/")[0]] = f
+            wait = _ignore_after(f.path, top)
+        waiting.append((f, wait))
+        while waiting and waiting[0][1] <= last:
+            held = waiting.popleft()[0]
+            if visited(held):
+                yield held
+    for held, _ in waiting:  # the listing ended: every .gitignore is known
+        if visited(held):
+            yield held
+
+
+def _ignore_after(path: str, top: str) -> str:
+    """The last place in path order of a ``.gitignore`` that would apply to ``path``
+    and sorts after it (in ``top`` or a directory between ``top`` and ``path``); ``""``
+    if none does."""
+    wait = ""
+    start = len(top) + 1 if top else 0
+    pos = start - 1
+    while True:
+        d = path[:pos] if pos > 0 else ""
+        gi = f"{d}/.gitignore" if d else ".gitignore"
+        if gi > path and gi > wait:
+            wait = gi
+        pos = path.find("/", pos + 1)
+        if pos < 0:
+            return wait
 
 
 def _grep_one(fs: PolicyFileSystem, path: str | None, base: str,

@@ -130,6 +130,13 @@ class Store(ABC):
     (``outside_root``) when the root's path no longer leads to the directory resolved
     when the store was made (a parent swapped for a symlink): the policy then leaves
     that check to the store for the calls that reach files only through it."""
+    lists_in_order: bool = False
+    """``list_files`` yields files in the order of their paths (object stores list keys
+    in UTF-8 byte order): ``grep`` then searches them as they are listed and stops the
+    listing once its result is full, instead of listing the whole prefix first. A grep
+    that meets another order (SeaweedFS lists directory by directory: ``a/x`` before
+    ``a.py``) lists again the slow way, never answers out of order, and turns this off
+    for the store."""
     conditions_by_service: ClassVar[bool] = False
     """The conditions of ``put`` and ``delete`` are the service's to honour (conditional
     requests), not checked by this adapter itself: the policy verifies once per process

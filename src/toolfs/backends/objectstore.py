@@ -128,6 +128,7 @@ class ObjectStore(AsyncStore):
 
     list_page_size: ClassVar[int] = 1000
     """Entries asked for per listing page."""
+    lists_in_order: bool = True
 
     # -- the dialect ------------------------------------------------------------------
 
@@ -264,15 +265,21 @@ class ObjectStore(AsyncStore):
         metadata request), else ``not_found`` (the root, or a bucket, lists empty)."""
         own = path.rstrip("/")
         seen = False
-        dirs: set[str] = set()  # a prefix may come again on a later page: once each
+        # A prefix may come again on the next page (the page before ended inside it):
+        # once each. Pages come in key order, so only the last page's prefixes are kept,
+        # not every prefix of a directory that may hold millions.
+        before: set[str] = set()
         for _, page in self._pages(path, delimiter=True):
             seen = seen or page.seen
+            dirs: set[str] = set()
             for entry in page.entries:
                 if entry.kind == "file":
                     yield entry
-                elif entry.path != own and entry.path not in dirs:  # "d//x" names d
+                elif entry.path != own:  # "d//x" names d
+                    if entry.path not in dirs and entry.path not in before:
+                        yield entry
                     dirs.add(entry.path)
-                    yield entry
+            before = dirs
         if seen:
             return
         bucket, key = self._parts(path)

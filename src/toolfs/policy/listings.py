@@ -11,6 +11,7 @@ listed file is a :class:`Found`.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -22,6 +23,11 @@ from toolfs.escaping import escape_undecodable
 from toolfs.policy.guards import Guards
 from toolfs.policy.paths import Target
 from toolfs.versions import FileVersion
+
+READ_AHEAD_HITS = 64
+"""``read_many`` takes at most this many files of its input ahead of what it yielded
+when they are cached (besides ``max_in_flight`` fetched ones): a streamed listing is
+held by the window, not whole."""
 
 
 @dataclass(frozen=True)
@@ -171,49 +177,65 @@ class Listings(Guards):
         requests outstanding, in input order); a failure is yielded, not raised.
         Records no observation. Stopping the iteration cancels what is in flight.
 
+        ``found`` is consumed lazily, a few files ahead of what was yielded (at most
+        ``max_in_flight`` requests plus :data:`READ_AHEAD_HITS` cached files), so a
+        listing streamed in is never held whole.
+
         A file listed with a version (object stores) whose bytes the content cache holds
         at exactly that version costs no request; a whole file read here (within
         ``length``) is cached under the version its read returned."""
         cache = self.content_cache
-        wanted = list(found)
-        cached: dict[int, Blob] = {}
-        if cache is not None:
-            for i, f in enumerate(wanted):
-                if f.version is None:
-                    continue
-                data = cache.get(self._cache_namespace, f.backend_path, f.version)
-                if data is not None and (length is None or len(data) <= length):
-                    cached[i] = Blob(data=data, version=f.version, size=len(data))
-        by_path: dict[str, list[Found]] = {}
-        order: list[str] = []
-        for i, f in enumerate(wanted):
-            if i in cached:
-                continue
-            by_path.setdefault(f.backend_path, []).append(f)
-            order.append(f.backend_path)
-        results = self.store.get_many(order, max_in_flight=max_in_flight or self.max_in_flight,
-                                      length=length)
-        try:
-            for i, f in enumerate(wanted):
-                hit = cached.get(i)
-                if hit is not None:
-                    yield f, hit
-                    continue
-                backend_path, outcome = next(results)
-                listed = by_path[backend_path].pop(0)
-                if cache is not None and listed.version is not None:
-                    if isinstance(outcome, Blob) and outcome.complete and (
-                            length is None or outcome.size < length):
-                        # Keyed by the version of exactly these bytes (the read's).
-                        cache.put(self._cache_namespace, backend_path, outcome.version,
-                                  outcome.data)
-                    elif isinstance(outcome, FsError) and outcome.code == "not_found":
-                        cache.forget(self._cache_namespace, backend_path)
-                yield listed, outcome
-        finally:
-            close = getattr(results, "close", None)
-            if close is not None:
-                close()
+        namespace = self._cache_namespace
+        source = iter(found)
+        # Input order: each file with its cached blob, or None (fetched, in this order,
+        # by the current round of ``get_many``).
+        queue: deque[tuple[Found, Blob | None]] = deque()
+        exhausted = False
+
+        def misses() -> Iterator[str]:
+            """Feed ``get_many`` the files to fetch; the round ends (and a new one
+            starts) once too many cached files wait in line, so that a run of hits
+            never pulls the whole input."""
+            nonlocal exhausted
+            for f in source:
+                hit: Blob | None = None
+                if cache is not None and f.version is not None:
+                    data = cache.get(namespace, f.backend_path, f.version)
+                    if data is not None and (length is None or len(data) <= length):
+                        hit = Blob(data=data, version=f.version, size=len(data))
+                queue.append((f, hit))
+                if hit is None:
+                    yield f.backend_path
+                elif len(queue) >= READ_AHEAD_HITS:
+                    return
+            exhausted = True
+
+        while True:
+            results = self.store.get_many(
+                misses(), max_in_flight=max_in_flight or self.max_in_flight, length=length)
+            try:
+                for backend_path, outcome in results:
+                    while queue[0][1] is not None:  # cached files before this one
+                        yield _hit(queue.popleft())
+                    listed = queue.popleft()[0]
+                    assert listed.backend_path == backend_path
+                    if cache is not None and listed.version is not None:
+                        if isinstance(outcome, Blob) and outcome.complete and (
+                                length is None or outcome.size < length):
+                            # Keyed by the version of exactly these bytes (the read's).
+                            cache.put(namespace, backend_path, outcome.version,
+                                      outcome.data)
+                        elif isinstance(outcome, FsError) and outcome.code == "not_found":
+                            cache.forget(namespace, backend_path)
+                    yield listed, outcome
+            finally:
+                close = getattr(results, "close", None)
+                if close is not None:
+                    close()
+            while queue:  # every file fetched: the rest are cached
+                yield _hit(queue.popleft())
+            if exhausted:
+                return
 
 
 def _fill_found(found: Found, display: str, rel: str, backend_path: str, entry: Any) -> None:
@@ -222,3 +244,10 @@ def _fill_found(found: Found, display: str, rel: str, backend_path: str, entry: 
     makes one per file)."""
     found.__dict__.update(path=display, rel=rel, backend_path=backend_path, kind=entry.kind,
                           size=entry.size, mtime=entry.mtime, version=entry.version)
+
+
+def _hit(item: tuple[Found, Blob | None]) -> tuple[Found, Blob]:
+    """A file ``read_many`` found cached, with its blob."""
+    found, blob = item
+    assert blob is not None
+    return found, blob
