@@ -12,12 +12,11 @@ and grep on S3, GCS and Azure with the listing-validated content cache.
   and Azurite: requests of a cold grep, a second grep of the unchanged prefix, a grep
   after K objects changed, and a read of a file grep just fetched, counted at the
   emulator.
-* **Big prefix.** glob, ls and grep (``head_limit``) over a prefix of ``--big`` objects
-  on moto: the listing pages requested and the peak of Python memory (tracemalloc).
+Big prefixes (streamed listings, memory) are ``bench_big_prefix.py``'s.
 
 Ratios come from one run on this machine; no threshold is asserted anywhere.
 
-    python benchmarks/bench_search.py [--objects 2000] [--changes 10] [--big 20000] [--tiny]
+    python benchmarks/bench_search.py [--objects 2000] [--changes 10] [--tiny]
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ import sys
 import sysconfig
 import tempfile
 import time
-import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
@@ -255,54 +253,21 @@ def _store_row(emu: Any, objects: int, changes: int) -> str:
             f"| {len(read)} | {same} |")
 
 
-def bench_big_prefix(big: int) -> None:
-    print(f"\nBig prefix: {big} objects on moto; requests and peak Python memory "
-          "(tracemalloc) per call\n")
-    print("| call | requests | listing pages | peak MB | result |")
-    print("|---|--:|--:|--:|---|")
-    with S3Emulator() as emu:
-        emu.create_bucket("big")
-        fs = emu.s3fs_filesystem()
-        batch = 5000
-        for start in range(0, big, batch):
-            fs.pipe({f"big/p/d{i % 100:02}/f{i:06}.txt": b"needle\n" if i % 10 == 0
-                     else b"hay\n" for i in range(start, min(big, start + batch))})
-        ws = toolfs.Workspace(fs, root="big/p", content_cache_bytes=0, gitignore=False)
-        calls: list[tuple[str, Callable[[], Any]]] = [
-            ("glob `**/*.txt`", lambda: len(ws.glob("**/*.txt").paths)),
-            ("ls", lambda: len(ws.ls("").entries)),
-            ("grep head_limit=5", lambda: ws.grep("needle", head_limit=5).files),
-        ]
-        for name, call in calls:
-            tracemalloc.start()
-            emu.clear_requests()
-            out = call()
-            _, peak = tracemalloc.get_traced_memory()
-            tracemalloc.stop()
-            reqs = [r for r in emu.requests() if not r.path.startswith("/_toolfs")]
-            pages = [r for r in reqs if "list-type" in r.query or "prefix=" in r.query]
-            print(f"| {name} | {len(reqs)} | {len(pages)} | {peak / 1e6:.1f} | "
-                  f"{str(out)[:40]} |")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", type=int, default=2000)
     parser.add_argument("--changes", type=int, default=10)
-    parser.add_argument("--big", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--tiny", action="store_true", help="small sizes (smoke test)")
-    parser.add_argument("--only", choices=["local", "stores", "big"], default=None)
+    parser.add_argument("--only", choices=["local", "stores"], default=None)
     args = parser.parse_args()
     if args.tiny:
-        args.objects, args.changes, args.big, args.runs = 30, 3, 300, 1
+        args.objects, args.changes, args.runs = 30, 3, 1
     min_files, min_bytes = (200, 1_000_000) if args.tiny else (5000, 100_000_000)
     if args.only in (None, "local"):
         bench_local(args.runs, min_files, min_bytes)
     if args.only in (None, "stores"):
         bench_stores(args.objects, args.changes)
-    if args.only in (None, "big"):
-        bench_big_prefix(args.big)
     sys.stdout.flush()
 
 

@@ -168,3 +168,9 @@ def test_bench_search() -> None:
     done = run("bench_search.py", timeout=300)
     assert_table(done)
     assert "| S3 (moto) |" in done.stdout and "| glob" in done.stdout
+
+
+def test_bench_big_prefix() -> None:
+    done = run("bench_big_prefix.py", timeout=300)  # --tiny: 300 objects on moto
+    assert_table(done)
+    assert "| streamed" in done.stdout and "whole listing first" in done.stdout, done.stdout
