@@ -4,8 +4,8 @@ versions checkable in a process without the ``blake3`` package.
 toolfs never *makes* a ``blake3`` version without the package (:func:`toolfs.versions.
 digest_kind`); this code only checks one made elsewhere (a ledger snapshot restored from a
 process that had it). It is slow -- tens of milliseconds per 64 KiB, seconds at the 10 MiB
-whole-file cap -- but O(size) and exact: ``tests/test_digests.py`` compares it with the
-package on inputs around every chunk and tree boundary.
+whole-file cap -- but O(size) and exact: ``tests/contract/test_versions_and_digests.py``
+compares it with the package on inputs around every chunk and tree boundary.
 
 Written from the BLAKE3 specification (compression function, chunk chaining, binary tree
 of chaining values with the largest power-of-two left subtree).

@@ -7,7 +7,7 @@ than that (it walks the model's fields in Python). :func:`trusted` does what
 ``model_construct`` does for a complete set of values: it sets the four slots every
 pydantic v2 model instance has (``__dict__``, ``__pydantic_fields_set__``,
 ``__pydantic_extra__``, ``__pydantic_private__``) and nothing else. Only for models
-without private attributes, extras or ``model_post_init``; tests/test_fast_paths.py
+without private attributes, extras or ``model_post_init``; tests/contract/test_arguments.py
 checks that each model built this way equals, dumps and reports its set fields exactly
 as the validated one.
 """

@@ -79,7 +79,7 @@ def _match_start(regex: re2._Regexp) -> Callable[[bytes, int, int], int]:
     or -1. Calls RE2's engine directly when the wrapper exposes it: the public
     ``search`` builds a generator and a match object per call, which is most of grep's
     cost on a tree of small files. Both give the same answer
-    (``tests/test_discovery.py`` checks the two paths agree)."""
+    (``tests/contract/test_discovery.py`` checks the two paths agree)."""
     engine = getattr(regex, "_regexp", None)
     anchor = getattr(getattr(re2, "_Anchor", None), "UNANCHORED", None)
     if engine is not None and anchor is not None and hasattr(engine, "Match"):
