@@ -37,7 +37,6 @@ Names of toolfs's temp-file form (``.NAME.toolfs-tmp-*``, never listed) are refu
 writing (``invalid_arguments``), and only names exactly of the form this module makes are
 ever removed as leftovers.
 
-
 One concept in one module (a little over 700 lines): reads and conditional writes share
 the confined open, the lock and the digest check above; the directory walk of ``glob``,
 ``grep`` and ``ls`` is :mod:`toolfs.backends.local_listing`.
