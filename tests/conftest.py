@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -23,6 +24,16 @@ from toolfs.testing.seaweedfs import SeaweedFSEmulator
 BACKENDS = ["memory", "local", "generic", "s3", "seaweedfs", "gcs", "azure"]
 # The async path (AsyncWorkspace) runs the same suite on every backend too.
 PARAMS = BACKENDS + [f"{name}-async" for name in BACKENDS]
+
+
+MAX_WORKERS = 4
+"""Workers for ``-n auto`` (pyproject's addopts): each starts its own emulators (about
+1 GiB with its own memory), and past a few the start-ups cost more than they save."""
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """How many worker processes ``-n auto`` starts: one per CPU, at most MAX_WORKERS."""
+    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
 
 
 @pytest.fixture(params=PARAMS)
