@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -18,10 +18,6 @@ import toolfs  # noqa: E402
 from tests.adapters.test_anthropic_text_editor import EDITOR, Call, ScriptedModel, steps  # noqa: E402
 from tests.backends import (  # noqa: E402
     Backend,
-    GCSBackend,
-    LocalBackend,
-    MemoryBackend,
-    S3Backend,
 )
 from toolfs.integrations.anthropic import (  # noqa: E402
     AsyncMemoryTool,
@@ -30,36 +26,6 @@ from toolfs.integrations.anthropic import (  # noqa: E402
     TextEditor,
     beta_tools,
 )
-
-
-@pytest.fixture(params=["memory", "local", "s3", "gcs"])
-def store(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
-    """A fresh root on memory, local disk, S3 (moto) and GCS (fake-gcs-server)."""
-    b: Backend
-    if request.param == "memory":
-        b = MemoryBackend()
-    elif request.param == "local":
-        b = LocalBackend(str(tmp_path))
-    elif request.param == "s3":
-        b = S3Backend(request.getfixturevalue("s3_emulator"))
-    else:
-        b = GCSBackend(request.getfixturevalue("gcs_emulator"))
-    b.setup()
-    try:
-        yield b
-    finally:
-        b.teardown()
-
-
-@pytest.fixture
-def mem() -> Iterator[Backend]:
-    b = MemoryBackend()
-    b.setup()
-    try:
-        yield b
-    finally:
-        b.teardown()
-
 
 AGENTS = 4
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -19,45 +18,13 @@ from tests.adapters.test_anthropic import AGENTS, _racing_agent  # noqa: E402
 from tests.adapters.test_anthropic_text_editor import Call, Policy, ScriptedModel, steps  # noqa: E402
 from tests.backends import (  # noqa: E402
     Backend,
-    GCSBackend,
     LocalBackend,
     MemoryBackend,
-    S3Backend,
 )
 from toolfs.integrations.anthropic import (  # noqa: E402
     MemoryTool,
     TextEditor,
 )
-
-
-@pytest.fixture(params=["memory", "local", "s3", "gcs"])
-def store(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
-    """A fresh root on memory, local disk, S3 (moto) and GCS (fake-gcs-server)."""
-    b: Backend
-    if request.param == "memory":
-        b = MemoryBackend()
-    elif request.param == "local":
-        b = LocalBackend(str(tmp_path))
-    elif request.param == "s3":
-        b = S3Backend(request.getfixturevalue("s3_emulator"))
-    else:
-        b = GCSBackend(request.getfixturevalue("gcs_emulator"))
-    b.setup()
-    try:
-        yield b
-    finally:
-        b.teardown()
-
-
-@pytest.fixture
-def mem() -> Iterator[Backend]:
-    b = MemoryBackend()
-    b.setup()
-    try:
-        yield b
-    finally:
-        b.teardown()
-
 
 ESCAPES = ["/etc/passwd", "/memoriesX/a.md", "memories/a.md", "/memories/../a.md",
            "/memories/a/../../b.md", "/memories/%2e%2e/x.md", "/memories/a\\..\\..\\b.md",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,10 +15,7 @@ httpx2 = pytest.importorskip("httpx2", reason="the anthropic SDK's HTTP client i
 
 from tests.backends import (  # noqa: E402
     Backend,
-    GCSBackend,
     LocalBackend,
-    MemoryBackend,
-    S3Backend,
 )
 from toolfs.integrations.anthropic import (  # noqa: E402
     MemoryTool,
@@ -102,35 +99,6 @@ def steps(*items: list[Call] | Callable[[], list[Call]]) -> Policy:
         item = queue.pop(0)
         return item() if callable(item) else item
     return policy
-
-
-@pytest.fixture(params=["memory", "local", "s3", "gcs"])
-def store(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
-    """A fresh root on memory, local disk, S3 (moto) and GCS (fake-gcs-server)."""
-    b: Backend
-    if request.param == "memory":
-        b = MemoryBackend()
-    elif request.param == "local":
-        b = LocalBackend(str(tmp_path))
-    elif request.param == "s3":
-        b = S3Backend(request.getfixturevalue("s3_emulator"))
-    else:
-        b = GCSBackend(request.getfixturevalue("gcs_emulator"))
-    b.setup()
-    try:
-        yield b
-    finally:
-        b.teardown()
-
-
-@pytest.fixture
-def mem() -> Iterator[Backend]:
-    b = MemoryBackend()
-    b.setup()
-    try:
-        yield b
-    finally:
-        b.teardown()
 
 
 VARIANTS = [(bom, eol, final) for bom in (False, True) for eol in ("\n", "\r\n")

@@ -12,7 +12,7 @@ import asyncio
 import copy
 import json
 import threading
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import pytest
@@ -32,7 +32,7 @@ from agents.usage import Usage
 
 import toolfs
 from tests.adapters.test_every_adapter import NO_TRACING, fresh
-from tests.backends import Backend, LocalBackend, MemoryBackend
+from tests.backends import Backend, MemoryBackend
 from toolfs.errors import STALE_SHOWN_ADVICE
 from toolfs.integrations.openai_agents import function_tools, strict_schema
 from toolfs.policy.events import FsEvent
@@ -212,23 +212,6 @@ def read(path: str) -> Call:
 def edit(path: str, old: str, new: str) -> Call:
     return ("edit", {"file_path": path, "old_string": old, "new_string": new,
                      "replace_all": None})
-
-
-@pytest.fixture(params=["memory", "local", "s3", "gcs"])
-def store(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
-    """A fresh root on memory, local disk, S3 (moto) and GCS (fake-gcs-server)."""
-    b: Backend
-    if request.param == "memory":
-        b = MemoryBackend()
-    elif request.param == "local":
-        b = LocalBackend(str(tmp_path))
-    else:
-        b = request.getfixturevalue(f"{request.param}_backend")
-    b.setup()
-    try:
-        yield b
-    finally:
-        b.teardown()
 
 
 def workspace(b: Backend) -> toolfs.Workspace:

@@ -43,7 +43,7 @@ from tests.adapters.test_openai_agents import (
     _held_workspace,
     _released,
 )
-from tests.backends import Backend, LocalBackend, MemoryBackend
+from tests.backends import Backend, MemoryBackend
 from toolfs.integrations.pydantic_ai import toolset
 from toolfs.schemas import DEFAULT_TOOLS, DESCRIPTIONS, input_schema
 
@@ -123,23 +123,6 @@ STALE = ("Error [stale]: a.py changed since you read it\nChanges since you read 
          "--- a.py (as you read it)\n+++ a.py (now)\n@@ -1,2 +1,3 @@\n x = 2\n y = 1\n"
          "+z = 0\nEvery change since your read is shown above, and this counts as reading "
          "it: redo your change on the current text; no need to read the file again.")
-
-
-@pytest.fixture(params=["memory", "local", "s3", "gcs"])
-def store(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
-    """A fresh root on memory, local disk, S3 (moto) and GCS (fake-gcs-server)."""
-    b: Backend
-    if request.param == "memory":
-        b = MemoryBackend()
-    elif request.param == "local":
-        b = LocalBackend(str(tmp_path))
-    else:
-        b = request.getfixturevalue(f"{request.param}_backend")
-    b.setup()
-    try:
-        yield b
-    finally:
-        b.teardown()
 
 
 @pytest.fixture
