@@ -328,13 +328,7 @@ def _run_prefiltered(fs: PolicyFileSystem, candidates: list[Found], search: _Sea
                 if counts.get(f.backend_path) == 0:
                     search.searched += 1
                     continue
-                found, outcome = next(outcomes)
-                if isinstance(outcome, FsError):
-                    search.skip("unreadable")
-                elif outcome.size > cap:
-                    search.skip("too_large")
-                else:
-                    search.search(found, outcome)
+                _take(search, *next(outcomes), cap)
                 if search.done:
                     return
         finally:
@@ -361,6 +355,19 @@ def _run_parallel(fs: PolicyFileSystem, candidates: list[Found], search: _Search
                 search.record(examined.found, examined.hits, examined.picked)
 
 
+def _take(search: _Search, found: Found, outcome: Blob | FsError, cap: int) -> None:
+    """Count one fetched file as unreadable, too large or searched; a read that ran out of
+    the call's time ends the call (the file did not vanish)."""
+    if isinstance(outcome, FsError):
+        if "deadline" in outcome.details:
+            raise outcome
+        search.skip("unreadable")
+    elif outcome.size > cap:
+        search.skip("too_large")
+    else:
+        search.search(found, outcome)
+
+
 def _run(fs: PolicyFileSystem, candidates: list[Found], search: _Search, cap: int) -> None:
     if isinstance(fs.store, LocalStore) and grep_workers.WORKERS > 1 \
             and len(candidates) > grep_workers.WINDOW:
@@ -370,15 +377,7 @@ def _run(fs: PolicyFileSystem, candidates: list[Found], search: _Search, cap: in
         candidates, length=cap + 1)
     try:
         for found, outcome in outcomes:
-            if isinstance(outcome, FsError):
-                if "deadline" in outcome.details:
-                    raise outcome  # the call ran out of time: no file "vanished"
-                search.skip("unreadable")
-                continue
-            if outcome.size > cap:
-                search.skip("too_large")
-                continue
-            search.search(found, outcome)
+            _take(search, found, outcome, cap)
             if search.done:
                 break
     finally:
@@ -432,14 +431,7 @@ def _grep_streamed(fs: PolicyFileSystem, path: str | None, base: str, prefix: st
     try:
         for found, outcome in outcomes:
             too_large(over_before.popleft())
-            if isinstance(outcome, FsError):
-                if "deadline" in outcome.details:
-                    raise outcome  # the call ran out of time: no file "vanished"
-                search.skip("unreadable")
-            elif outcome.size > cap:
-                search.skip("too_large")
-            else:
-                search.search(found, outcome)
+            _take(search, found, outcome, cap)
             if search.done:
                 break
         else:
