@@ -22,6 +22,7 @@ from toolfs.errors import FsError, fs_error
 from toolfs.policy.events import AuditLog, Subscriber
 from toolfs.policy.filesystem import DIFF_CHARS, PolicyFileSystem
 from toolfs.policy.ledger import LedgerSnapshot
+from toolfs.policy.recorder import tool_scope
 from toolfs.policy.rules import Policy
 from toolfs.redact import Redactor
 from toolfs.render import (
@@ -56,6 +57,10 @@ from toolfs.schemas import (
     optional_fields,
 )
 from toolfs.schemas import tool_definitions as _tool_definitions
+from toolfs.undo.journal import JOURNAL_BYTES, Journal
+from toolfs.undo.model import Change, Checkpoint, RewindResult
+from toolfs.undo.persist import open_journal
+from toolfs.undo.rewind import rewind as undo_rewind
 
 T = TypeVar("T")
 
@@ -131,8 +136,14 @@ class Workspace:
                                min(DIFF_CHARS, diff_budget(self.max_output_chars)))
             self.audit = AuditLog()
             subscribers = [self.audit, *options.pop("subscribers", [])]
+            journal_url = options.pop("journal", None)
+            journal_bytes = options.pop("journal_bytes", JOURNAL_BYTES)
             self.fs = PolicyFileSystem(fs, path, policy=policy, subscribers=subscribers,
                                        **options)
+            self.journal: Journal = open_journal(self.fs, journal_url,
+                                                 journal_bytes=journal_bytes,
+                                                 storage_options=self._storage_options)
+            self.fs.journal = self.journal
         except FsError as err:
             masked = self._masked(err)
             raise masked from masked.__cause__
@@ -189,9 +200,10 @@ class Workspace:
         """Replace, insert (after ``cell_id``; ``""``: at the top) or delete one cell of a
         notebook; replacing a code cell's source clears its outputs. Raises
         :class:`~toolfs.errors.FsError`."""
-        return self._guarded(notebook_tools.notebook_edit, _validated(
-            NotebookEditArgs, file_path=file_path, cell_id=cell_id, new_source=new_source,
-            cell_type=cell_type, edit_mode=edit_mode))
+        with tool_scope("notebook_edit"):
+            return self._guarded(notebook_tools.notebook_edit, _validated(
+                NotebookEditArgs, file_path=file_path, cell_id=cell_id,
+                new_source=new_source, cell_type=cell_type, edit_mode=edit_mode))
 
     def glob(self, pattern: str, path: str | None = None) -> GlobResult:
         """Files whose path below ``path`` matches ``pattern``, newest first (at most
@@ -296,7 +308,37 @@ class Workspace:
         # (`tool_definitions(strict=True)`): null there means "not given".
         optional = _OPTIONAL[tool]
         given = {k: v for k, v in arguments.items() if v is not None or k not in optional}
-        return self._guarded(_TOOLS[tool], _validate(model, given))
+        with tool_scope(tool):
+            return self._guarded(_TOOLS[tool], _validate(model, given))
+
+    # -- undo: the journal of this context's changes --------------------------------
+
+    def checkpoint(self, label: str | None = None) -> Checkpoint:
+        """A point in this context's journal to :meth:`rewind` to (``label``: a name to
+        find it by)."""
+        return self._guarded(lambda fs: self.journal.checkpoint(label))
+
+    def changes(self, since: Checkpoint | str | int | None = None) -> list[Change]:
+        """This context's changes (after checkpoint ``since``, or all), oldest first:
+        every write, edit, notebook edit, delete and move it committed, through any
+        tool or adapter. Never shown to the model unless an adapter offers it."""
+        def listed(fs: PolicyFileSystem) -> list[Change]:
+            start = 0 if since is None else self.journal.find_checkpoint(since).position
+            return self.journal.changes(start)
+        return self._guarded(listed)
+
+    def rewind(self, checkpoint: Checkpoint | str | int) -> RewindResult:
+        """Bring every file this context changed after ``checkpoint`` back to its content
+        then, all or nothing, never over someone else's change (``stale`` with the diff
+        of their change; merged when ``Policy(on_stale="merge")`` and disjoint). See
+        docs/policy.md, "Undo and forks"."""
+        def rewound(fs: PolicyFileSystem) -> RewindResult:
+            cp = self.journal.find_checkpoint(checkpoint)
+            result = undo_rewind(fs, self.journal, cp.position)
+            for err in result.refused.values():
+                self._masked(err)
+            return result
+        return self._guarded(rewound)
 
     # -- context ------------------------------------------------------------------
 
@@ -445,6 +487,18 @@ class AsyncWorkspace:
     @property
     def context_id(self) -> str:
         return self.sync.context_id
+
+    async def checkpoint(self, label: str | None = None) -> Checkpoint:
+        """:meth:`Workspace.checkpoint` (a persisted journal writes a record)."""
+        return await self._run(self.sync.checkpoint, label)
+
+    async def changes(self, since: Checkpoint | str | int | None = None) -> list[Change]:
+        """:meth:`Workspace.changes`."""
+        return await self._run(self.sync.changes, since)
+
+    async def rewind(self, checkpoint: Checkpoint | str | int) -> RewindResult:
+        """:meth:`Workspace.rewind` on a worker thread."""
+        return await self._run(self.sync.rewind, checkpoint)
 
     def new_context(self, **overrides: Any) -> AsyncWorkspace:
         """Another execution context over the same root, on the same worker threads."""
