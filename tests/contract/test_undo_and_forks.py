@@ -204,8 +204,8 @@ class UndoJournal:
                 real = getattr(store, name)
 
                 def counted(*args: Any, _real: Any = real, _name: str = name,
-                            **kwargs: Any) -> Any:
-                    calls.append(_name)
+                            _calls: list[str] = calls, **kwargs: Any) -> Any:
+                    _calls.append(_name)
                     return _real(*args, **kwargs)
                 setattr(store, name, counted)
             try:
