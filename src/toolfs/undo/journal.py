@@ -38,7 +38,7 @@ from typing import Any, Literal, Protocol
 
 from toolfs.errors import fs_error
 from toolfs.policy.recorder import PendingChange
-from toolfs.undo.model import Change, Checkpoint
+from toolfs.undo.model import Change, Changes, Checkpoint
 from toolfs.versions import FileVersion
 
 _log = logging.getLogger("toolfs.undo")
@@ -317,7 +317,7 @@ class Journal:
         with self._lock:
             return sorted(self._checkpoints.values(), key=lambda c: (c.position, c.created_at))
 
-    def changes(self, since: int = 0) -> list[Change]:
+    def changes(self, since: int = 0) -> Changes:
         """The changes from position ``since`` on, oldest first; the copy and the delete
         of one move are one ``moved`` change."""
         records = self.records(since)
@@ -351,7 +351,7 @@ class Journal:
                               to_path=None, at=r.at, tool=r.tool, position=r.position,
                               _load=self._loader(r, r, later)))
         out.sort(key=lambda c: c.position)
-        return out
+        return Changes(out)
 
     def _loader(self, first: Record, last: Record, later: dict[int, Record]
                 ) -> Callable[[], tuple[bytes | None, bytes | None]]:
