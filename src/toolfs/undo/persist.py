@@ -29,6 +29,7 @@ from typing import Any
 from fsspec.core import url_to_fs
 
 from toolfs.backends import Create, store_for
+from toolfs.backends.objectstore import ObjectStore, Refused
 from toolfs.errors import FsError, fs_error
 from toolfs.policy.filesystem import PolicyFileSystem
 from toolfs.undo.journal import JOURNAL_BYTES, Journal, Record
@@ -70,11 +71,21 @@ class JournalStore:
         """Requests this journal store made (records, checkpoints, pre-images, loads)."""
 
     def _put(self, key: str, data: bytes) -> None:
+        """A conditional create (``stale`` when the object exists): one request."""
         self.requests += 1
-        parent = key.rsplit("/", 1)[0]
-        if not self.store.conditions_by_service:  # local disk, memory: make directories
-            self.fs.makedirs(parent, exist_ok=True)
-        self.store.put(key, data, Create())
+        store: Any = self.store
+        if isinstance(store, ObjectStore):
+            # The journal's own keys: the store's directory checks before a create (a
+            # listing and a HEAD per parent) guard a user's names, not these; one
+            # conditional PUT is the whole cost.
+            bucket, name = store._split(key)
+            try:
+                store._sync(store._write(bucket, name, data, Create(), key))
+            except Refused as refused:
+                raise fs_error("stale", f"{key} exists", path=key) from refused
+            return
+        self.fs.makedirs(key.rsplit("/", 1)[0], exist_ok=True)
+        store.put(key, data, Create())
 
     def save(self, record: Record) -> None:
         for _ in range(_POSITION_TRIES):
