@@ -27,7 +27,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import _common
-
 import toolfs
 from toolfs.undo.atomic import Planned, commit_all
 
@@ -107,14 +106,14 @@ def measure(label: str, emu: Any, fs: Any, bucket: str, options: Any, n: int,
             fs.pipe_file(f"{root}/{name}", body(i, size))
             ws.read(name)
         cp = ws.checkpoint()
-        edits = [counted(emu, lambda nm=name: ws.edit(nm, "line", "LINE", True))[0]
+        edits = [counted(emu, lambda nm=name, w=ws: w.edit(nm, "line", "LINE", True))[0]
                  for name in names]
         if not persisted:
             bare = toolfs.Workspace(fs, root=root)
             bare.fs.journal = None
             for name in names:
                 bare.read(name)
-            plain = [counted(emu, lambda nm=name: bare.edit(nm, "LINE", "line", True))[0]
+            plain = [counted(emu, lambda nm=name, b=bare: b.edit(nm, "LINE", "line", True))[0]
                      for name in names]
             rows["edit"] = sum(plain) / n
             rows["journal (memory)"] = sum(edits) / n - sum(plain) / n
@@ -125,7 +124,7 @@ def measure(label: str, emu: Any, fs: Any, bucket: str, options: Any, n: int,
         else:
             rows["journal (persisted)"] = sum(edits) / n - rows["edit"]
         if not persisted:
-            reqs, writes = counted(emu, lambda c=cp: ws.rewind(c))
+            reqs, writes = counted(emu, lambda c=cp, w=ws: w.rewind(c))
             rows["rewind req/file"] = reqs / n
             rows["rewind writes/file"] = writes / n
             plans = []
@@ -133,7 +132,7 @@ def measure(label: str, emu: Any, fs: Any, bucket: str, options: Any, n: int,
                 f = ws.fs.open(name, "rb")
                 data = f.read()
                 plans.append(Planned(name, f.version, data + b"# committed\n", data))
-            reqs, writes = counted(emu, lambda p=plans: commit_all(ws.fs, p))
+            reqs, writes = counted(emu, lambda p=plans, w=ws: commit_all(w.fs, p))
             rows["commit req/file"] = reqs / n
             rows["bound 2N+1"] = f"{reqs} <= {2 * n + 1}: {reqs <= 2 * n + 1}"
     return rows
