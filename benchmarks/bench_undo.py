@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,6 +30,10 @@ from typing import Any
 import _common
 import toolfs
 from toolfs.undo.atomic import Planned, commit_all
+
+# The persisted journal opens gs:// by URL: gcsfs's default class would ask a gRPC API
+# that fake-gcs-server lacks (see toolfs.testing.fakegcs); the core class is enough.
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 WRITES = ("PUT", "POST", "DELETE")
 
