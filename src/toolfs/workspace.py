@@ -17,7 +17,7 @@ from fsspec.core import url_to_fs
 from fsspec.spec import AbstractFileSystem
 from pydantic import ValidationError
 
-from toolfs import deadline, notebook_tools, tools_discovery
+from toolfs import deadline
 from toolfs.errors import FsError, fs_error
 from toolfs.policy.events import AuditLog, Subscriber
 from toolfs.policy.filesystem import DIFF_CHARS, PolicyFileSystem
@@ -56,6 +56,8 @@ from toolfs.schemas import (
     optional_fields,
 )
 from toolfs.schemas import tool_definitions as _tool_definitions
+from toolfs.tools import notebook as notebook_tools
+from toolfs.tools import search as tools_discovery
 
 T = TypeVar("T")
 

@@ -38,7 +38,7 @@ from toolfs.integrations.openai import (
     apply_patch_text,
     handle_apply_patch_call,
 )
-from toolfs.v4a import apply_diff, parse_update
+from toolfs.integrations.v4a import apply_diff, parse_update
 
 NO_TRACES = RunConfig(tracing_disabled=True)
 

@@ -21,7 +21,7 @@ import toolfs
 from tests.backends import Backend
 from toolfs.errors import FsError
 from toolfs.integrations.openai import apply_patch, apply_patch_text
-from toolfs.v4a import apply_diff, parse_patch, parse_update
+from toolfs.integrations.v4a import apply_diff, parse_patch, parse_update
 
 T = TypeVar("T")
 

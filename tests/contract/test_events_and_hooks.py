@@ -264,6 +264,6 @@ class EventsAndHooks:
         ws.write("log.txt", "x\n")
         rows = ws.audit.rows()
         assert [r["type"] for r in rows] == ["fs/write-intent", "fs/written"]
-        from toolfs.display import markdown  # the notebook view lives above the core
+        from toolfs.integrations.display import markdown  # the notebook view lives above the core
 
         assert "| type |" in markdown(ws.audit)

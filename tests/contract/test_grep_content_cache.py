@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from toolfs.content_cache import ContentCache, shared_cache
+from toolfs.policy.content_cache import ContentCache, shared_cache
 from toolfs.versions import FileVersion
 
 N = 40

@@ -1,4 +1,4 @@
-"""Local grep's engines answer alike: the worker-thread engine (:mod:`toolfs.grep_workers`,
+"""Local grep's engines answer alike: the worker-thread engine (:mod:`toolfs.search.grep_workers`,
 the default on local disk) against the single-threaded loop it replaces, and ripgrep as
 prefilter (``grep_engine="ripgrep"``) against both -- the whole result (files, lines,
 counts, files searched, skipped, truncation) on generated adversarial trees, in every
@@ -18,9 +18,10 @@ import fsspec
 import pytest
 
 import toolfs
-from toolfs import deadline, grep_workers
+from toolfs import deadline
 from toolfs.backends.base import Blob
 from toolfs.policy.filesystem import Found
+from toolfs.search import grep_workers
 
 CAP = 20_000
 DENY = ["secret/**", "*.key"]
@@ -128,7 +129,7 @@ def test_worker_threads_answer_as_the_single_thread(tree: pathlib.Path) -> None:
 
 
 def test_ripgrep_prefilter_answers_as_the_worker_threads(tree: pathlib.Path) -> None:
-    """Except the one documented difference (:mod:`toolfs.ripgrep`): a UTF-16 file with
+    """Except the one documented difference (:mod:`toolfs.search.ripgrep`): a UTF-16 file with
     a byte-order mark and no match is counted as searched by the prefilter."""
     python = _workspace(tree, grep_engine="python")
     prefiltered = _workspace(tree, grep_engine="ripgrep")

@@ -27,8 +27,9 @@ from tests.contract.test_discovery import (
     _grep_tree,
     _ignore_tree,
 )
-from toolfs import deadline, ripgrep
+from toolfs import deadline
 from toolfs.errors import FsError
+from toolfs.search import ripgrep
 
 PATTERNS = sorted({*_LINE_PATTERNS, *_TRICKY, *(g[0] for g in GREPS), "hello", "zzz",
                    r"\w+é", r"caf\W", r"\bhello\b", r"[\w-]+\.txt", r"[^\W\d]+$",
@@ -143,7 +144,7 @@ def test_equal_on_random_trees(tmp_path: pathlib.Path, rg_present: str, seed: in
 
 def test_utf16_with_a_bom_differs_in_the_counts_only(tmp_path: pathlib.Path,
                                                      rg_present: str) -> None:
-    """The one documented difference (see toolfs.ripgrep): ripgrep decodes a file that
+    """The one documented difference (see toolfs.search.ripgrep): ripgrep decodes a file that
     starts with a UTF-16 byte-order mark, so where it finds no line the file counts as
     searched instead of skipped as not text. Files and lines are the same (none)."""
     root = tmp_path / "u"

@@ -24,7 +24,7 @@ from tests.media_samples import (
     png_declaring,
     text_pdf,
 )
-from toolfs import media
+from toolfs.formats import media
 from toolfs.results import MediaResult, ReadResult, ToolImage
 
 SMALL_PNG = image_bytes("RGB", (64, 48), "PNG")

@@ -19,10 +19,10 @@ from PIL import Image
 import toolfs
 from tests.backends import Backend
 from tests.media_samples import image_bytes
-from toolfs import media
-from toolfs.media_render import image_cost
-from toolfs.notebook_tools import MAX_NOTEBOOK_IMAGES
+from toolfs.formats import media
+from toolfs.render.media import image_cost
 from toolfs.results import NotebookReadResult
+from toolfs.tools.notebook import MAX_NOTEBOOK_IMAGES
 
 PLOT = image_bytes("RGB", (64, 48), "PNG")
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 import toolfs
 from tests.backends import Backend, LocalBackend
 from toolfs import Policy
-from toolfs.merge import merge_write
+from toolfs.formats.merge import merge_write
 
 MERGE = Policy(on_stale="merge")
 

@@ -16,11 +16,11 @@ import pytest
 SRC = pathlib.Path(__file__).resolve().parents[2] / "src"
 PACKAGE = SRC / "toolfs"
 
-CORE = ("toolfs.errors", "toolfs.results", "toolfs.render", "toolfs.text", "toolfs.versions",
-        "toolfs.escaping", "toolfs.redact", "toolfs.v4a", "toolfs.schemas", "toolfs.tools",
-        "toolfs.tools_discovery", "toolfs.discovery",
+CORE = ("toolfs.errors", "toolfs.results", "toolfs.render", "toolfs.formats.text", "toolfs.versions",
+        "toolfs.escaping", "toolfs.redact", "toolfs.integrations.v4a", "toolfs.schemas", "toolfs.tools",
+        "toolfs.tools.search", "toolfs.search.discovery",
         "toolfs.backends", "toolfs.policy")
-ABOVE_THE_CORE = ("toolfs.display", "toolfs.workspace", "toolfs.integrations")
+ABOVE_THE_CORE = ("toolfs.integrations.display", "toolfs.workspace", "toolfs.integrations")
 
 
 def module_name(path: pathlib.Path) -> str:
@@ -96,7 +96,7 @@ def f():
     fake = tmp_path / "events.py"
     fake.write_text(source)
     found = [m for _, m in imports_of("toolfs.policy.events", fake)]
-    for expected in ("toolfs.workspace", "toolfs.display", "toolfs.integrations",
+    for expected in ("toolfs.workspace", "toolfs.integrations.display", "toolfs.integrations",
                      "toolfs.integrations.cli"):
         assert expected in found, (expected, found)
 
@@ -124,5 +124,5 @@ def test_display_is_imported_only_by_the_package_top() -> None:
     # formatter supersedes.
     users = sorted({name for name, path in modules().items()
                     for _, target in imports_of(name, path)
-                    if _within(target, ("toolfs.display",)) and name != "toolfs.display"})
+                    if _within(target, ("toolfs.integrations.display",)) and name != "toolfs.integrations.display"})
     assert set(users) <= {"toolfs", "toolfs.workspace"}, users

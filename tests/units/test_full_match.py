@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from toolfs.discovery import compile_glob, compile_override, full_match, mark_hidden
+from toolfs.search.discovery import compile_glob, compile_override, full_match, mark_hidden
 
 PATTERNS = ["**/*.py", "src/**", "*.{py,md}", "[a-c]?/**/x*", "**/.hidden/*", "a/**/b/*.txt",
             "\u00e9*/**", "**", "?", "[!a]*/*", "**/*\u00e9\u00e8"]

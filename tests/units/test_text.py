@@ -1,4 +1,4 @@
-"""The text helpers (``toolfs.text``) against their per-line and per-match definitions."""
+"""The text helpers (``toolfs.formats.text``) against their per-line and per-match definitions."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.contract.test_editing import TEXT
 @given(text=TEXT, a=st.integers(0, 200), b=st.integers(0, 200), context=st.integers(0, 3))
 def test_lines_around_is_a_slice_of_the_lines(text: str, a: int, b: int,
                                               context: int) -> None:
-    from toolfs.text import line_of, lines_around, split_lines
+    from toolfs.formats.text import line_of, lines_around, split_lines
 
     start, end = sorted((min(a, len(text)), min(b, len(text))))
     first, lines = lines_around(text, start, end, context)
@@ -30,7 +30,7 @@ def test_split_lines_is_the_per_line_definition(text: str) -> None:
     """``split_lines`` splits LF, CRLF and mixed text in bulk; line by line it means: split
     at each ``\\n``, drop an empty last piece, drop one ``\\r`` that ends each line. The
     other characters ``str.splitlines`` breaks at are text here."""
-    from toolfs.text import split_lines
+    from toolfs.formats.text import split_lines
 
     pieces = text.split("\n") if text else []
     if pieces and pieces[-1] == "":
@@ -45,7 +45,7 @@ def test_crlf_map_is_the_per_match_definition(text: str) -> None:
     """An edit's map of a CRLF file is made in bulk; match by match it means: each
     ``\\r\\n`` (left to right, not overlapping) becomes ``\\n``, at its position less the
     ``\\r`` dropped before it, and offsets map back by adding those."""
-    from toolfs.text import _CrlfMap
+    from toolfs.formats.text import _CrlfMap
 
     crlf, removed, pos = [], 0, text.find("\r\n")
     while pos != -1:

@@ -53,7 +53,7 @@ class Examined:
 
 
 class Searcher(Protocol):
-    """The pure half of a search (:class:`toolfs.tools_discovery._Search`)."""
+    """The pure half of a search (:class:`toolfs.tools.search._Search`)."""
 
     limit: int
 

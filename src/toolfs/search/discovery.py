@@ -15,7 +15,7 @@ and ``[...]`` never cross a ``/``; a ``**`` segment spans any number of segments
 Segments compile to RE2 (linear time whatever the pattern); literal segments compare as
 strings. :func:`literal_prefix` gives the directory a pattern cannot match outside of,
 so object stores list only that prefix. ``grep``'s line regex (what a pattern matches
-in a file's lines) is :mod:`toolfs.line_regex`.
+in a file's lines) is :mod:`toolfs.search.line_regex`.
 
 One concept in one module (a little over 700 lines): the three dialects are one matcher
 with three front ends, and a cut between them would split the segment compiler each uses.
@@ -29,7 +29,8 @@ from typing import Literal
 import re2
 
 from toolfs.errors import fs_error
-from toolfs.line_regex import (  # grep's line regex; importable from here as before
+from toolfs.schemas import MAX_IGNORE_PATTERNS as MAX_IGNORE_PATTERNS
+from toolfs.search.line_regex import (  # grep's line regex; importable from here as before
     MAX_PATTERN_CHARS,
     LineRegex,
     _lines,
@@ -485,9 +486,6 @@ def compile_override(glob: str) -> OverrideGlob:
 
 # -- .gitignore -------------------------------------------------------------------------
 
-MAX_IGNORE_PATTERNS = 1024
-"""Wildcard rules one ``.gitignore`` may have honoured; literal names and paths, ``*.ext``
-and ``name*`` rules are looked up by key and not limited."""
 _CHUNK = 64
 """Wildcard rules tested by one combined regex."""
 

@@ -4,7 +4,7 @@
 They reach the backend only through the policy filesystem's listing methods
 (:meth:`~toolfs.policy.PolicyFileSystem.list_files`, ``list_dir``, ``read_many``), so
 confinement and deny rules hold as for ``read``; none records an observation. Pattern
-logic lives in :mod:`toolfs.discovery`.
+logic lives in :mod:`toolfs.search.discovery`.
 """
 
 from __future__ import annotations
@@ -16,10 +16,16 @@ import os
 from collections import deque
 from collections.abc import Iterator
 
-from toolfs import grep_workers, ripgrep
 from toolfs.backends.base import Blob
 from toolfs.backends.local import LocalStore
-from toolfs.discovery import (
+from toolfs.errors import FsError
+from toolfs.formats.text import BOM
+from toolfs.policy.filesystem import Found, PolicyFileSystem
+from toolfs.render import MAX_LINE_CHARS
+from toolfs.results import GlobResult, GrepMatch, GrepResult, ListEntry, ListResult
+from toolfs.schemas import GlobArgs, GrepArgs, LsArgs
+from toolfs.search import grep_workers, ripgrep
+from toolfs.search.discovery import (
     LineRegex,
     OverrideGlob,
     TreeFilter,
@@ -28,12 +34,6 @@ from toolfs.discovery import (
     compile_regex,
     split_data_lines,
 )
-from toolfs.errors import FsError
-from toolfs.policy.filesystem import Found, PolicyFileSystem
-from toolfs.render import MAX_LINE_CHARS
-from toolfs.results import GlobResult, GrepMatch, GrepResult, ListEntry, ListResult
-from toolfs.schemas import GlobArgs, GrepArgs, LsArgs
-from toolfs.text import BOM
 
 GREP_LINE_CHARS = 4 * MAX_LINE_CHARS
 """Characters of a matching line a grep result keeps (the model sees ``MAX_LINE_CHARS``);
@@ -315,7 +315,7 @@ def _grep_listed(fs: PolicyFileSystem, path: str | None, base: str, prefix: str,
 def _run_prefiltered(fs: PolicyFileSystem, candidates: list[Found], search: _Search,
                      cap: int, counts: dict[str, int]) -> None:
     """:func:`_run`, with the files ripgrep searched without finding a line counted as
-    searched unread (see :mod:`toolfs.ripgrep`); every other file is read and searched
+    searched unread (see :mod:`toolfs.search.ripgrep`); every other file is read and searched
     here, in the same path order, with the same early stop (a file after the stop is
     not counted, as the Python engine does not reach it)."""
     window = 64
@@ -340,7 +340,7 @@ def _run_prefiltered(fs: PolicyFileSystem, candidates: list[Found], search: _Sea
 def _run_parallel(fs: PolicyFileSystem, candidates: list[Found], search: _Search,
                   cap: int) -> None:
     """:func:`_run` with the files read and searched by worker threads
-    (:mod:`toolfs.grep_workers`), counted here in the same order with the same stop."""
+    (:mod:`toolfs.search.grep_workers`), counted here in the same order with the same stop."""
     examined_files = grep_workers.examined_in_order(fs, candidates, search, cap,
                                                     lambda: search.done)
     with contextlib.closing(examined_files):

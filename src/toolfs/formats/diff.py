@@ -18,7 +18,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from toolfs.text import decode
+from toolfs.formats.text import decode
 
 MAX_DIFF_WORK = 250_000
 """Diagonals one diff may try before it gives up: about 700 changed lines, ~0.1 s of

@@ -9,7 +9,7 @@ sits in the text, and, for the cells a change touches, where each of their membe
 an edit replaces only those spans, writing the new values in the style the file already
 uses (indent, newline, separators, escapes).
 
-Pure functions over text: no I/O, no policy (see :mod:`toolfs.notebook_tools`). nbformat
+Pure functions over text: no I/O, no policy (see :mod:`toolfs.tools.notebook`). nbformat
 (the ``notebook`` extra) is used, when installed, only to validate a notebook given whole
 to ``write``; without it a structural check of our own applies.
 """

@@ -1,6 +1,6 @@
 """What a V4A hunk that does not fit the file is told.
 
-Every refusal of :mod:`toolfs.v4a.apply` is built here: ``no_match`` quotes the line
+Every refusal of :mod:`toolfs.integrations.v4a.apply` is built here: ``no_match`` quotes the line
 that differs, from the file and from the diff -- a near miss (whitespace, Unicode form,
 typographic punctuation; never used), or the line after the longest run of the hunk that
 does match, or a match in the wrong place (before the cursor, inside the previous hunk,
@@ -15,14 +15,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from toolfs.errors import FsError, fs_error
-from toolfs.v4a.parse import (
+from toolfs.integrations.v4a.parse import (
     END_OF_FILE,
     MAX_HINT_LINES,
     MAX_SHOWN_LINES,
     Hunk,
     _shown,
 )
-from toolfs.v4a.search import _failure, _first, _Lines, _occurrences
+from toolfs.integrations.v4a.search import _failure, _first, _Lines, _occurrences
 
 
 def _no_space(line: str) -> str:

@@ -5,7 +5,7 @@ from where the previous hunk ended; anchors move the search, and an anchor alrea
 passed must continue the previous hunk's scope), checks that no hunk could equally go
 elsewhere, and only then builds the new text, keeping every untouched line's bytes.
 :func:`apply_diff` is the Agents SDK's signature over it. Refusals are worded in
-:mod:`toolfs.v4a.mismatch`.
+:mod:`toolfs.integrations.v4a.mismatch`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from toolfs.errors import fs_error
-from toolfs.v4a.mismatch import (
+from toolfs.integrations.v4a.mismatch import (
     _ambiguous,
     _anchor_not_found,
     _hunk_details,
@@ -23,8 +23,15 @@ from toolfs.v4a.mismatch import (
     _out_of_scope,
     _unlocated,
 )
-from toolfs.v4a.parse import MAX_HINT_LINES, DiffMode, Hunk, _shown, parse_create, parse_update
-from toolfs.v4a.search import _first, _Lines, _occurrences
+from toolfs.integrations.v4a.parse import (
+    MAX_HINT_LINES,
+    DiffMode,
+    Hunk,
+    _shown,
+    parse_create,
+    parse_update,
+)
+from toolfs.integrations.v4a.search import _first, _Lines, _occurrences
 
 
 @dataclass(frozen=True)

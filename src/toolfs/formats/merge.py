@@ -26,9 +26,9 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from toolfs.diff import MAX_DIFF_WORK, Hunk, diff_lines, line_keys, split_lines_keepends
 from toolfs.errors import FsError
-from toolfs.text import BOM, EditOutcome, apply_edit, decode, find_all
+from toolfs.formats.diff import MAX_DIFF_WORK, Hunk, diff_lines, line_keys, split_lines_keepends
+from toolfs.formats.text import BOM, EditOutcome, apply_edit, decode, find_all
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def merge_edit(base_text: str, current: bytes, old: str, new: str, *, replace_al
     without BOM), to the current bytes (see the module docstring). Returns the edit's
     outcome on the current text and the merged bytes, or ``None`` when the edit's spans
     were touched or ``old`` matches the current text elsewhere too. Raises what
-    :func:`~toolfs.text.apply_edit` raises (``too_large`` past ``max_bytes``)."""
+    :func:`~toolfs.formats.text.apply_edit` raises (``too_large`` past ``max_bytes``)."""
     try:
         cur_doc = decode(current, path)
     except FsError:

@@ -5,7 +5,7 @@ lines numbered from 1 within the cell, then its outputs indented: the first line
 text output (the rest counted), an error's ``ename: evalue``, and a line that names each
 image output and says whether it is shown. The fitted images of the cells shown go with
 the text (:attr:`ToolOutput.images`), each counted against the budget as its tokens
-would be (:func:`~toolfs.media_render.image_cost`), as many of a cell's as fit; the text
+would be (:func:`~toolfs.render.media.image_cost`), as many of a cell's as fit; the text
 says how many were left out. Whole cells are shown while they fit; a cell too long for
 what is left shows its first lines and the footer says where to continue.
 """
@@ -15,17 +15,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolfs.media_render import human_size, image_cost
-from toolfs.render import MAX_LINE_CHARS, ToolOutput, _plural, number_line
+from toolfs.render.lines import MAX_LINE_CHARS, _plural, number_line
+from toolfs.render.media import human_size, image_cost
 from toolfs.results import NotebookCell, NotebookEditResult, NotebookImage, NotebookReadResult
 
 __all__ = ["notebook_edit_view", "notebook_read_view", "render_notebook_edit",
-           "render_notebook_output", "render_notebook_read"]
+           "render_notebook_read"]
 
 _FOOTER_ROOM = 300
 _NOTE_ROOM = 200
 _OVER_BUDGET = "over the output budget"
-_CAPPED = "a read shows at most"  # how toolfs.notebook_tools says its image limit
+_CAPPED = "a read shows at most"  # how toolfs.tools.notebook says its image limit
 
 
 def _clip(text: str, limit: int) -> str:
@@ -99,7 +99,7 @@ def _with_images(cell: NotebookCell, shown: frozenset[str]) -> NotebookCell:
 def _fit_cell(cell: NotebookCell, line_chars: int, room: int
               ) -> tuple[list[str], int, frozenset[str]]:
     """The lines of ``cell``, what they cost (text, and each shown image as
-    :func:`~toolfs.media_render.image_cost`) and the images shown: as many of its fitted
+    :func:`~toolfs.render.media.image_cost`) and the images shown: as many of its fitted
     images, in order, as fit in ``room`` (none if even its text does not fit)."""
     fitted = _fitted_images(cell)
     for k in range(len(fitted), -1, -1):  # at most MAX_NOTEBOOK_IMAGES + 1 tries
@@ -211,12 +211,6 @@ def _clipped(cell: NotebookCell, line_chars: int) -> NotebookCell:
 def render_notebook_read(r: NotebookReadResult, max_chars: int) -> str:
     return notebook_read_view(r, max_chars)[0]
 
-
-def render_notebook_output(r: NotebookReadResult, max_chars: int) -> ToolOutput:
-    """The :class:`ToolOutput` of a notebook read: its text and the images it shows."""
-    text, view = notebook_read_view(r, max_chars)
-    return ToolOutput(text=text, value=r, error=None, max_chars=max_chars,
-                      images=view.images)
 
 
 def notebook_edit_view(r: NotebookEditResult, max_chars: int

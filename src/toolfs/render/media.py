@@ -9,18 +9,16 @@ budget if need be), so that ``offset`` always moves on.
 
 from __future__ import annotations
 
-import json
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from toolfs.escaping import escape_undecodable_data
-from toolfs.render import _FOOTER_ROOM, ToolOutput, _clip, _Limits, _plural
+from toolfs.render.lines import _FOOTER_ROOM, _clip, _Limits, _plural
 from toolfs.results import ImageFacts, MediaPage, MediaResult, ToolImage
 from toolfs.versions import FileVersion
 
 __all__ = ["ImageFacts", "MediaPageView", "MediaView", "human_size", "image_cost",
-           "media_structured", "media_view", "render_media"]
+           "media_view"]
 
 CHARS_PER_TOKEN = 4
 """How the character budget converts to tokens (as ``MAX_OUTPUT_CHARS`` does)."""
@@ -149,49 +147,3 @@ def media_view(r: MediaResult, max_chars: int
     elif start != 1 or more:
         text += f"\n\n(Showing {span} of {total}.{then})"
     return text, tuple(images), shown, cut
-
-
-def render_media(r: MediaResult, max_chars: int) -> ToolOutput:
-    """The :class:`ToolOutput` of a media read."""
-    text, images, _, _ = media_view(r, max_chars)
-    return ToolOutput(text=text, value=r, error=None, max_chars=max_chars, images=images)
-
-
-def _image_facts(image: ToolImage | None) -> dict[str, Any] | None:
-    if image is None:
-        return None
-    return {"mime_type": image.mime_type, "width": image.width, "height": image.height}
-
-
-def media_structured(output: ToolOutput) -> dict[str, Any]:
-    """The structured content of a media read: its facts, the shown pages' text, and for
-    each image only its type and size (the bytes go as images, not JSON); within the
-    budget once written as JSON."""
-    r = output.value
-    assert isinstance(r, MediaResult)
-    _, _, shown, cut = media_view(r, output.max_chars)
-    limits = _Limits(output.max_chars)
-    result: dict[str, Any] = {
-        "path": _clip(r.path, limits.path), "version": r.version.model_dump(mode="json"),
-        "size": r.size, "kind": r.kind, "mime_type": r.mime_type, "pages": r.pages,
-        "format": r.format, "width": r.width, "height": r.height,
-        "image": _image_facts(r.image), "start_page": r.start_page,
-        "page_list": [{"number": p.number, "text": p.text, "image": _image_facts(p.image)}
-                      for p in shown],
-        "partial": r.partial or cut or len(shown) < len(r.page_list),
-        "truncated": cut or len(shown) < len(r.page_list),
-    }
-    data: dict[str, Any] = escape_undecodable_data({"ok": True, "result": result})
-    result = data["result"]
-    pages = result["page_list"]
-    # JSON's escapes may take the shown text over the budget: drop pages from the end,
-    # then halve the first page's text, until it fits (each step a measure).
-    while len(json.dumps(data, ensure_ascii=False)) > output.max_chars:
-        result["truncated"] = result["partial"] = True
-        if len(pages) > 1:
-            pages.pop()
-        elif pages and pages[0]["text"]:
-            pages[0]["text"] = pages[0]["text"][:len(pages[0]["text"]) // 2]
-        else:
-            result["path"] = result["path"][:len(result["path"]) // 2]
-    return data

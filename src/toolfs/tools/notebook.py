@@ -4,7 +4,7 @@ Over a :class:`~toolfs.policy.PolicyFileSystem`, as :mod:`toolfs.tools`: a noteb
 is an observation of the file's version; an edit reads the observed bytes
 (``intent="edit"``) and commits through that handle, so it lands only on the version it
 was computed from (``stale`` otherwise), with one conditional request on object stores.
-The bytes are changed by :mod:`toolfs.notebook`'s splices only: every byte outside the
+The bytes are changed by :mod:`toolfs.formats.notebook`'s splices only: every byte outside the
 touched cell stays as it was.
 
 A ``.ipynb`` that is not an nbformat 4 notebook (broken JSON, nbformat 3) is read and
@@ -20,8 +20,8 @@ from typing import Any, Literal
 from toolfs import tools
 from toolfs._trusted import trusted
 from toolfs.errors import FsError, fs_error
-from toolfs.merge import Rebased
-from toolfs.notebook import (
+from toolfs.formats.merge import Rebased
+from toolfs.formats.notebook import (
     Cell,
     CellType,
     NotANotebook,
@@ -43,6 +43,7 @@ from toolfs.notebook import (
     spanning_cells,
     validate_notebook_text,
 )
+from toolfs.formats.text import BOM, decode
 from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
 from toolfs.results import (
     EditResult,
@@ -56,7 +57,6 @@ from toolfs.results import (
     WriteResult,
 )
 from toolfs.schemas import DEFAULT_LIMIT, EditArgs, NotebookEditArgs, ReadArgs, WriteArgs
-from toolfs.text import BOM, decode
 
 __all__ = ["DEFAULT_CELLS", "MAX_NOTEBOOK_IMAGES", "OUTPUT_LINES", "edit", "edit_file",
            "image_bytes", "notebook_edit", "notebook_edit_file", "read", "read_file", "write",
@@ -75,7 +75,7 @@ may show fewer); the rest are named, and the text says how many were not shown. 
 keeps a read's decoding bounded, and is Anthropic's threshold for many-image requests."""
 _IMAGE_TYPES = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif",
                 "image/webp": "webp", "image/svg+xml": "svg", "image/bmp": "bmp"}
-# The outputs shown as images: those toolfs.media fits to the providers' limits.
+# The outputs shown as images: those toolfs.formats.media fits to the providers' limits.
 _RASTER_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 
@@ -84,7 +84,7 @@ _RASTER_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"}
 
 def read(fs: PolicyFileSystem, args: ReadArgs
          ) -> ReadResult | MediaResult | NotebookReadResult:
-    """``read``: a notebook as cells, an image or a PDF as media (:mod:`toolfs.media`),
+    """``read``: a notebook as cells, an image or a PDF as media (:mod:`toolfs.formats.media`),
     any other file as numbered lines."""
     return read_file(fs, args.file_path, args.offset, args.limit)
 
@@ -212,12 +212,12 @@ def _image(cell: Cell, n: int, mime: str, ext: str, value: Any, decodes: _Decode
 
 
 def _fitted(name: str, mime: str, size: int, compact: str, where: str) -> NotebookImage:
-    """The output ``name`` with its image fitted to show (:func:`toolfs.media.show_image`),
+    """The output ``name`` with its image fitted to show (:func:`toolfs.formats.media.show_image`),
     or the reason it cannot be shown."""
     import base64  # only here: a notebook's images are decoded only when shown
     import binascii
 
-    from toolfs import media
+    from toolfs.formats import media
 
     def unshown(why: str) -> NotebookImage:
         return NotebookImage(name=name, mime_type=mime, size=size, not_shown=why)

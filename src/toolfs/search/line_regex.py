@@ -1,6 +1,6 @@
 """``grep``'s line regex: a pattern compiled with RE2 over a file's UTF-8 bytes, and the
 numbers of the lines it matches (one left-to-right pass, no match across a line end).
-Path patterns (glob, ``-g``, ``.gitignore``) are :mod:`toolfs.discovery`.
+Path patterns (glob, ``-g``, ``.gitignore``) are :mod:`toolfs.search.discovery`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """ripgrep as a prefilter for local ``grep`` (``grep_engine="ripgrep"``): it says which
 files cannot match.
 
-toolfs's own engine (:mod:`toolfs.tools_discovery`) stays the judge of every answer.
+toolfs's own engine (:mod:`toolfs.tools.search`) stays the judge of every answer.
 ripgrep (the ``rg`` binary: the optional extra ``ripgrep`` installs it, or one on
 ``PATH``) walks the searched directory in parallel while toolfs lists it, and reports,
 for each file it searched, how many lines match a translation of the pattern. Then, in

@@ -5,7 +5,7 @@ The core classes carry no display code. This module sits above them and teaches 
 how to show them: :func:`register` adds ``text/markdown`` and ``text/html`` formatters
 for the toolfs types to a shell. ``import toolfs`` calls it when an IPython shell is
 running, so a notebook shows rich output with no extra step; ``%load_ext toolfs`` (or
-``%load_ext toolfs.display``) does it explicitly, e.g. in a shell started after the
+``%load_ext toolfs.integrations.display``) does it explicitly, e.g. in a shell started after the
 import. Outside IPython, :func:`markdown` and :func:`html` give the same views.
 
 Everything that comes from storage or from a caller (paths, messages, versions, reasons,
@@ -344,7 +344,7 @@ def _view(obj: object, index: int) -> str:
         cls = getattr(sys.modules.get(module), name, None)
         if cls is not None and isinstance(obj, cls):
             return views[index](obj)
-    raise TypeError(f"toolfs.display has no view of {type(obj).__name__}")
+    raise TypeError(f"toolfs.integrations.display has no view of {type(obj).__name__}")
 
 
 def markdown(obj: object) -> str:
@@ -392,6 +392,6 @@ def register(shell: Any = None) -> bool:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext toolfs.display``: register the views with this shell."""
+    """``%load_ext toolfs.integrations.display``: register the views with this shell."""
     register(ipython)
 

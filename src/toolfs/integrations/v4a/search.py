@@ -3,8 +3,7 @@
 :class:`_Lines` splits a text into line contents (what a hunk's context is matched
 against) and terminators (kept byte for byte), and interns each content to an integer
 once; the Knuth-Morris-Pratt functions then search those integers in linear time. Both
-:mod:`toolfs.v4a.apply` (locating hunks) and :mod:`toolfs.v4a.mismatch` (near misses)
-search with them.
+:mod:`.apply` (locating hunks) and :mod:`.mismatch` (near misses) search with them.
 """
 
 from __future__ import annotations

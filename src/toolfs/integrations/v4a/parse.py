@@ -1,10 +1,10 @@
 """The V4A grammar: an update diff's hunks, a created file's text, and the
-``*** Begin Patch`` envelope that names several files (see :mod:`toolfs.v4a` for the
+``*** Begin Patch`` envelope that names several files (see :mod:`toolfs.integrations.v4a` for the
 format and its rules).
 
 Parsing only reads the diff: it never sees the file, so every error here names a line of
 the diff (``invalid_arguments``). The values it makes (:class:`Hunk`, :class:`Chunk`,
-:class:`FileOperation`) are what :mod:`toolfs.v4a.apply` locates in a file.
+:class:`FileOperation`) are what :mod:`toolfs.integrations.v4a.apply` locates in a file.
 """
 
 from __future__ import annotations

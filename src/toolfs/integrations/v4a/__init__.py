@@ -41,7 +41,7 @@ Bytes: matching happens on lines without their terminators, and only the lines a
 deletes or adds change; every other line keeps its bytes (CRLF, LF, a lone ``\\r`` in a
 line). Added lines take the line ending of the lines they replace or follow (the file's
 dominant one otherwise, the diff's in a file without any newline). A BOM is the
-caller's business (:class:`toolfs.text.Document`): this module sees text without it.
+caller's business (:class:`toolfs.formats.text.Document`): this module sees text without it.
 
 Cost: O(file + diff). Lines are interned to integers once and every search is a
 Knuth-Morris-Pratt scan over those integers; hunks are located left to right, each scan
@@ -49,16 +49,16 @@ starting where the previous hunk ended, and the uniqueness check of a hunk cover
 the stretch up to the next hunk, so the scans add up to one pass over the file.
 Messages and details are bounded (a few context lines, each clipped).
 
-This package is that one format, in parts that each hold one step:
-:mod:`toolfs.v4a.parse` (the grammar: an update diff's hunks, a created file's text, the
-``*** Begin Patch`` envelope), :mod:`toolfs.v4a.search` (the file as interned lines and
-the Knuth-Morris-Pratt scans over them), :mod:`toolfs.v4a.apply` (locating every hunk,
-then splicing) and :mod:`toolfs.v4a.mismatch` (what a hunk that does not fit is told).
+This package is that one format, in parts that each hold one step: :mod:`.parse` (the
+grammar: an update diff's hunks, a created file's text, the ``*** Begin Patch``
+envelope), :mod:`.search` (the file as interned lines and the Knuth-Morris-Pratt scans
+over them), :mod:`.apply` (locating every hunk, then splicing) and :mod:`.mismatch` (what a
+hunk that does not fit is told).
 Everything public is imported from here.
 """
 
-from toolfs.v4a.apply import PatchOutcome, apply_diff, apply_update
-from toolfs.v4a.parse import (
+from toolfs.integrations.v4a.apply import PatchOutcome, apply_diff, apply_update
+from toolfs.integrations.v4a.parse import (
     BEGIN_PATCH,
     END_OF_FILE,
     END_PATCH,

@@ -9,13 +9,9 @@ from __future__ import annotations
 
 from toolfs._trusted import trusted
 from toolfs.errors import FsError, fs_error
-from toolfs.media import SNIFF_BYTES, MediaType, read_media, sniff
-from toolfs.merge import Rebased, merge_edit
-from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
-from toolfs.render import MAX_LINE_CHARS
-from toolfs.results import EditResult, LineCut, MediaResult, ReadResult, WriteResult
-from toolfs.schemas import DEFAULT_LIMIT, EditArgs, ReadArgs, WriteArgs
-from toolfs.text import (
+from toolfs.formats.media import SNIFF_BYTES, MediaType, read_media, sniff
+from toolfs.formats.merge import Rebased, merge_edit
+from toolfs.formats.text import (
     BOM,
     EditOutcome,
     LineDecoder,
@@ -24,6 +20,10 @@ from toolfs.text import (
     lines_around,
     split_lines,
 )
+from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
+from toolfs.render import MAX_LINE_CHARS
+from toolfs.results import EditResult, LineCut, MediaResult, ReadResult, WriteResult
+from toolfs.schemas import DEFAULT_LIMIT, EditArgs, ReadArgs, WriteArgs
 
 SNIPPET_CONTEXT = 3
 STREAM_LINE_CHARS = 4 * MAX_LINE_CHARS
@@ -38,7 +38,7 @@ _EDIT_SET = frozenset(EditResult.model_fields) - _MERGE_FIELDS
 
 def read(fs: PolicyFileSystem, args: ReadArgs) -> ReadResult | MediaResult:
     """Numbered lines ``offset .. offset+limit-1`` of a UTF-8 file; an image, or pages
-    ``offset .. offset+limit-1`` of a PDF (see :mod:`toolfs.media`)."""
+    ``offset .. offset+limit-1`` of a PDF (see :mod:`toolfs.formats.media`)."""
     return read_file(fs, args.file_path, args.offset, args.limit)
 
 
