@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import Backend, LocalBackend
+from tests.backend_fixtures import Backend, LocalBackend
 from toolfs.search.discovery import TreeFilter, compile_glob, compile_override, compile_regex
 
 CAP = 4096

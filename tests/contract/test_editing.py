@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from tests.contract.calls import err, ok
 from toolfs.formats.text import BOM, apply_edit, decode
 

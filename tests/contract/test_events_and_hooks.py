@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from tests.contract.calls import err, exec_err, exec_ok, ok
 from tests.contract.test_arguments import _same_as_validated
 from toolfs.policy.events import FsEvent, Veto

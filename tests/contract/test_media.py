@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from tests.media_samples import (
     bomb_pdf,
     encrypted_pdf,

@@ -20,7 +20,7 @@ import nbformat
 import pytest
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from tests.notebook_samples import WRITERS, base_notebook
 from toolfs.formats.notebook import parse
 from toolfs.policy.rules import Policy

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from toolfs.errors import STALE_SHOWN_ADVICE
 from toolfs.formats.diff import diff_lines, line_keys, split_lines_keepends, unified
 from toolfs.integrations.anthropic import MemoryTool, TextEditor

@@ -17,7 +17,7 @@ import pytest
 
 import toolfs
 import toolfs.versions as versions
-from tests.backends import Backend, GenericBackend, LocalBackend, MemoryBackend
+from tests.backend_fixtures import Backend, GenericBackend, LocalBackend, MemoryBackend
 from toolfs.versions import BLAKE3_MIN_BYTES, FileVersion
 
 blake3 = pytest.importorskip("blake3")

@@ -305,7 +305,7 @@ def full_match(regex: re2._Regexp, text: str) -> bool:
     """Whether ``regex`` matches the whole of ``text``: ``regex.fullmatch(text)``, with
     RE2's engine called directly where the wrapper exposes it (the public call builds a
     generator, offset tables and a match object per call, most of glob's cost per path;
-    ``tests/units/test_full_match.py`` checks both give the same answer)."""
+    ``tests/search/test_full_match.py`` checks both give the same answer)."""
     engine = getattr(regex, "_regexp", None)
     if engine is None or _BOTH is None:
         return regex.fullmatch(text) is not None

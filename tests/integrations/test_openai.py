@@ -26,7 +26,7 @@ from openai.types.responses.response_input_item_param import ApplyPatchCallOutpu
 from pydantic import TypeAdapter
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from toolfs.errors import STALE_SHOWN_ADVICE, FsError
 from toolfs.integrations.openai import (
     ApplyPatchEditor,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import AzureBackend
+from tests.backend_fixtures import AzureBackend
 from tests.lost_deletes import (
     DELETE_LOST,
     MOVED_OLD,

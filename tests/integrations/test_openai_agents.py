@@ -31,8 +31,8 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.usage import Usage
 
 import toolfs
-from tests.adapters.test_every_adapter import NO_TRACING, fresh
-from tests.backends import Backend, MemoryBackend
+from tests.backend_fixtures import Backend, MemoryBackend
+from tests.integrations.test_every_adapter import NO_TRACING, fresh
 from toolfs.errors import STALE_SHOWN_ADVICE
 from toolfs.integrations.openai_agents import function_tools, strict_schema
 from toolfs.policy.events import FsEvent

@@ -37,7 +37,7 @@ from langchain_core.tools import StructuredTool
 from pydantic import Field, ValidationError
 
 import toolfs
-from tests.backends import Backend, S3Backend
+from tests.backend_fixtures import Backend, S3Backend
 from toolfs.errors import STALE_SHOWN_ADVICE
 from toolfs.integrations import langchain as lc
 from toolfs.integrations.deepagents import ToolfsBackend

@@ -13,7 +13,7 @@ import pytest
 anthropic = pytest.importorskip("anthropic", reason="the anthropic extra is not installed")
 httpx2 = pytest.importorskip("httpx2", reason="the anthropic SDK's HTTP client is missing")
 
-from tests.backends import (  # noqa: E402
+from tests.backend_fixtures import (  # noqa: E402
     Backend,
     LocalBackend,
 )

@@ -36,14 +36,14 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import toolfs
-from tests.adapters.test_every_adapter import fresh
-from tests.adapters.test_openai_agents import (
+from tests.backend_fixtures import Backend, MemoryBackend
+from tests.integrations.test_every_adapter import fresh
+from tests.integrations.test_openai_agents import (
     TIMED_OUT,
     _cancelled_mid_write,
     _held_workspace,
     _released,
 )
-from tests.backends import Backend, MemoryBackend
 from toolfs.integrations.pydantic_ai import toolset
 from toolfs.schemas import DEFAULT_TOOLS, DESCRIPTIONS, input_schema
 

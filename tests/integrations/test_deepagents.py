@@ -21,8 +21,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 import toolfs
-from tests.adapters.test_every_adapter import fresh
-from tests.adapters.test_langchain import (
+from tests.backend_fixtures import Backend
+from tests.integrations.test_every_adapter import fresh
+from tests.integrations.test_langchain import (
     ScriptedModel,
     Turn,
     _call,
@@ -36,8 +37,7 @@ from tests.adapters.test_langchain import (
     script,
     workspace,
 )
-from tests.adapters.test_langchain import ScriptedModel as ScriptedChatModel
-from tests.backends import Backend
+from tests.integrations.test_langchain import ScriptedModel as ScriptedChatModel
 from toolfs.errors import STALE_SHOWN_ADVICE
 from toolfs.integrations.deepagents import ToolfsBackend
 from toolfs.integrations.langchain import tools

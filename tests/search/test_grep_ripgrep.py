@@ -16,7 +16,7 @@ from typing import Any
 import fsspec
 import pytest
 
-from tests.backends import LocalBackend
+from tests.backend_fixtures import LocalBackend
 from tests.contract.test_discovery import (
     _LINE_PATTERNS,
     _TRICKY,

@@ -73,7 +73,7 @@ async def test_mcp_stdio_server_sends_the_image(tmp_path: Any) -> None:
     """The same over stdio, through ``toolfs serve DIR`` in its own process."""
     from mcp import Client
 
-    from tests.adapters.test_mcp import _stdio
+    from tests.integrations.test_mcp import _stdio
 
     (tmp_path / "pic.jpg").write_bytes(PICTURE)
     async with Client(_stdio(str(tmp_path))) as client:
@@ -86,7 +86,7 @@ async def test_mcp_stdio_server_sends_the_image(tmp_path: Any) -> None:
 
 
 def test_anthropic_tool_runner_sends_image_blocks() -> None:
-    from tests.adapters.test_anthropic_text_editor import ScriptedModel, steps
+    from tests.integrations.test_anthropic_text_editor import ScriptedModel, steps
     from toolfs.integrations.anthropic import beta_tools
 
     model = ScriptedModel(steps([("read", {"file_path": "pic.jpg"}),
@@ -234,7 +234,7 @@ def test_langchain_agent_tool_message_has_image_blocks() -> None:
     from langchain.agents import create_agent
     from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-    from tests.adapters.test_langchain import ScriptedModel, call
+    from tests.integrations.test_langchain import ScriptedModel, call
     from toolfs.integrations.langchain import tools
 
     seen: list[ToolMessage] = []
@@ -261,7 +261,7 @@ def test_deep_agents_read_file_returns_the_image_fitted() -> None:
     from deepagents import create_deep_agent
     from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-    from tests.adapters.test_langchain import ScriptedModel, call
+    from tests.integrations.test_langchain import ScriptedModel, call
     from toolfs.integrations.deepagents import ToolfsBackend
 
     ws = _workspace("deepagents")

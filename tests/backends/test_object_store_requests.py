@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import AzureBackend, Backend, GCSBackend, S3Backend
+from tests.backend_fixtures import AzureBackend, Backend, GCSBackend, S3Backend
 from toolfs.backends.base import Create, Update
 
 

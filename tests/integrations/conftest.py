@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from tests.conftest import open_backend
 
 

@@ -15,10 +15,10 @@ anthropic = pytest.importorskip("anthropic", reason="the anthropic extra is not 
 httpx2 = pytest.importorskip("httpx2", reason="the anthropic SDK's HTTP client is missing")
 
 import toolfs  # noqa: E402
-from tests.adapters.test_anthropic_text_editor import EDITOR, Call, ScriptedModel, steps  # noqa: E402
-from tests.backends import (  # noqa: E402
+from tests.backend_fixtures import (  # noqa: E402
     Backend,
 )
+from tests.integrations.test_anthropic_text_editor import EDITOR, Call, ScriptedModel, steps  # noqa: E402
 from toolfs.integrations.anthropic import (  # noqa: E402
     AsyncMemoryTool,
     AsyncTextEditor,

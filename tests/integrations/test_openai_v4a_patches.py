@@ -18,7 +18,7 @@ import pytest
 from agents.apply_diff import apply_diff as sdk_apply_diff
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from toolfs.errors import FsError
 from toolfs.integrations.openai import apply_patch, apply_patch_text
 from toolfs.integrations.v4a import apply_diff, parse_patch, parse_update

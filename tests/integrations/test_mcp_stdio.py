@@ -31,7 +31,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, get_default_environment
 
 import toolfs
-from tests.adapters.test_mcp import _ParkingStore
+from tests.integrations.test_mcp import _ParkingStore
 from toolfs.integrations.mcp_server import ToolfsMCP
 
 HANDSHAKE = "2025-06-18"

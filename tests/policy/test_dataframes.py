@@ -32,7 +32,7 @@ from gcsfs.core import GCSFileSystem
 from pyarrow.fs import FSSpecHandler, PyFileSystem
 
 import toolfs
-from tests.backends import (
+from tests.backend_fixtures import (
     AzureBackend,
     Backend,
     GCSBackend,

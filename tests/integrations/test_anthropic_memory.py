@@ -14,13 +14,13 @@ anthropic = pytest.importorskip("anthropic", reason="the anthropic extra is not 
 httpx2 = pytest.importorskip("httpx2", reason="the anthropic SDK's HTTP client is missing")
 
 import toolfs  # noqa: E402
-from tests.adapters.test_anthropic import AGENTS, _racing_agent  # noqa: E402
-from tests.adapters.test_anthropic_text_editor import Call, Policy, ScriptedModel, steps  # noqa: E402
-from tests.backends import (  # noqa: E402
+from tests.backend_fixtures import (  # noqa: E402
     Backend,
     LocalBackend,
     MemoryBackend,
 )
+from tests.integrations.test_anthropic import AGENTS, _racing_agent  # noqa: E402
+from tests.integrations.test_anthropic_text_editor import Call, Policy, ScriptedModel, steps  # noqa: E402
 from toolfs.integrations.anthropic import (  # noqa: E402
     MemoryTool,
     TextEditor,

@@ -2,7 +2,7 @@
 
 moto answers as AWS does; SeaweedFS (a second, concurrent S3 server) differs in a few
 places. The adapter handles both answers to the same outcome, and where a difference
-stays visible it is a flag on the fixture class (``tests/backends.py``), not a skip:
+stays visible it is a flag on the fixture class (``tests/backend_fixtures.py``), not a skip:
 
 * ``If-Match`` on a missing key (update or delete of a file deleted meanwhile): AWS 404,
   SeaweedFS 412 (``if_match_missing_status``); toolfs answers ``stale`` either way, in
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import S3Backend
+from tests.backend_fixtures import S3Backend
 
 
 @pytest.fixture(params=["s3", "seaweedfs"])

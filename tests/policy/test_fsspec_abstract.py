@@ -34,7 +34,7 @@ from fsspec.tests.abstract.open import AbstractOpenTests
 from fsspec.tests.abstract.pipe import AbstractPipeTests
 from fsspec.tests.abstract.put import AbstractPutTests
 
-from tests.backends import Backend, LocalBackend, MemoryBackend
+from tests.backend_fixtures import Backend, LocalBackend, MemoryBackend
 from toolfs.policy import PolicyFileSystem
 
 FULL = os.environ.get("TOOLFS_FSSPEC_ABSTRACT") == "full"
