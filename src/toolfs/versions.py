@@ -86,11 +86,6 @@ def stat_version(inode: int, size: int, mtime_ns: int) -> FileVersion:
                                               "version_id": None})
 
 
-def digest_kind(size: int) -> Literal["sha256", "blake3"]:
-    """The digest this process gives a new content of ``size`` bytes."""
-    return "blake3" if _blake3 is not None and size >= BLAKE3_MIN_BYTES else "sha256"
-
-
 class FileVersion(BaseModel):
     """One exact state of a file, as named by its backend."""
 
@@ -121,10 +116,11 @@ class FileVersion(BaseModel):
     @classmethod
     def of_bytes(cls, data: bytes, like: FileVersion | None = None) -> FileVersion:
         """The content-digest version of ``data``: in the algorithm ``like`` names when it
-        is a digest version (to compare with it), else in :func:`digest_kind`'s."""
+        is a digest version (to compare with it), else BLAKE3 from ``BLAKE3_MIN_BYTES`` bytes
+        when the package is installed and SHA-256 below."""
         if like is not None and like.kind in DIGEST_KINDS:
             kind = like.kind
-        else:  # digest_kind, written out: every write makes one
+        else:
             kind = "blake3" if _blake3 is not None and len(data) >= BLAKE3_MIN_BYTES \
                 else "sha256"
         value = hashlib.sha256(data).hexdigest() if kind == "sha256" else \

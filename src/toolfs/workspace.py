@@ -437,13 +437,6 @@ class AsyncWorkspace:
         err.__cause__ = exc
         return render_output(self.sync.masked(err), self.sync.max_output_chars)
 
-    def run_here(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` on the calling thread, for a caller that runs blocking calls on
-        threads of its own; refused like a call to the workers once this workspace is
-        closed (``RuntimeError``)."""
-        self._pool.check_open()
-        return fn(*args)
-
     @property
     def context_id(self) -> str:
         return self.sync.context_id

@@ -271,12 +271,6 @@ def find_all(haystack: str, needle: str) -> list[int]:
     return list(iter_find(haystack, needle))
 
 
-def line_of(text: str, offset: int) -> int:
-    """1-based line number of ``offset`` (O(offset): for many offsets use
-    :func:`iter_lines`)."""
-    return text.count("\n", 0, offset) + 1
-
-
 def iter_lines(text: str, offsets: Iterable[int]) -> Iterator[int]:
     """1-based line numbers of ascending ``offsets``, counted incrementally: the whole
     sequence costs O(len(text)), not O(len(text)) per offset."""

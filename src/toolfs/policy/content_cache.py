@@ -51,7 +51,7 @@ class ContentCache:
 
     ``namespace`` tells filesystems apart (two endpoints may hold the same bucket/key);
     ``path`` is the backend path. Thread-safe; every method is O(1) but
-    :meth:`forget_missing`, which is linear in the entries of that namespace.
+    :meth:`paths_under`, which is linear in the entries of that namespace.
     """
 
     def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES, directory: str | None = None
@@ -145,19 +145,6 @@ class ContentCache:
         """Drop ``path``'s entry, if any."""
         with self._lock:
             self._drop((namespace, path))
-
-    def forget_missing(self, namespace: str, prefix: str, listed: set[str]) -> None:
-        """A complete listing of ``prefix`` (a directory; ``""``: everything) named
-        ``listed``: drop every entry below ``prefix`` that it did not name (deleted)."""
-        base = prefix.rstrip("/")
-        with self._lock:
-            paths = self._by_namespace.get(namespace)
-            if not paths:
-                return
-            gone = [p for p in paths
-                    if (not base or p.startswith(base + "/")) and p not in listed]
-            for p in gone:
-                self._drop((namespace, p))
 
     def paths_under(self, namespace: str, prefix: str) -> set[str]:
         """The paths held below the directory ``prefix`` (``""``: all of the namespace)."""
