@@ -100,6 +100,7 @@ def test_text_editor_refuses_json_matches_line_inserts_and_invalid_creates(
     view, json_text, across, insert, bad, good, edit = model.texts()
     assert model.errors() == [False, True, True, True, True, False, False]
     assert "[cell 3] id=plot_1 code" in view and "[cell 4] id=fail code" in view
+    assert "image/png, 1x1; not shown: this tool's results are text]" in view
     assert "[cell 2]" not in view and "[cell 5]" not in view
     assert "in the notebook's cell sources" in json_text and "not of a cell's source" in json_text
     assert "runs across two cells (plot_1 and fail)" in across

@@ -201,8 +201,15 @@ class _Engine(_MemoryCommands):
         header = (f"{shown} is a Jupyter notebook, shown as its cells (view_range counts "
                   "cells; str_replace changes text within one cell's source; each cell's "
                   "lines are numbered from 1):")
-        return header + "\n" + render_notebook_read(r.model_copy(update={"path": shown}),
-                                                    self.budget - len(header) - 1)
+        # Its results are text: an image output is named, never said to be shown.
+        cells = [c.model_copy(update={"outputs": [
+            o if o.image is None or o.image.image is None else o.model_copy(update={
+                "image": o.image.model_copy(update={
+                    "image": None, "not_shown": "this tool's results are text"})})
+            for o in c.outputs]}) for c in r.cells]
+        return header + "\n" + render_notebook_read(
+            r.model_copy(update={"path": shown, "cells": cells}),
+            self.budget - len(header) - 1)
 
     def _render_view(self, r: ReadResult, shown: str, start: int, end: int) -> str:
         if r.line_count == 0 and r.start_line > 1:
