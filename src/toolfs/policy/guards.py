@@ -220,6 +220,10 @@ class Guards:
             err.details["file"] = shown
         if err.code in ("stale", "not_observed", "denied"):
             self._notify("fs/denied", op, target, reason=f"{err.code}: {err.message}")
+        if err.code in ("stale", "not_observed") and op in ("write", "edit"):
+            # Another writer's change is there: a delete that follows (a library
+            # cleaning up after its failed write) must not remove it (rm_file).
+            self.ledger.note_refused_write(target.backend_path)
         if err.details.get("outcome") == "unknown":
             # A change cut off by the deadline may still land: what this context saw of
             # the file no longer says what is there, so the next update reads it again.
