@@ -292,3 +292,27 @@ def fs_error(
 
 def _rebuild(code: ErrorCode, message: str, path: str | None, details: dict[str, Any]) -> FsError:
     return fs_error(code, message, path=path, details=details)
+
+
+# -- optional extras ---------------------------------------------------------------------
+
+PROTOCOL_EXTRAS: dict[str, str] = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs",
+                                   "abfs": "azure", "abfss": "azure", "az": "azure"}
+"""The extra that installs the fsspec filesystem of a URL's protocol."""
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs toolfs's optional ``extra``, released or from a checkout."""
+    return (f"pip install 'toolfs[{extra}]' (from a checkout of toolfs: "
+            f"pip install -e '.[{extra}]')")
+
+
+def missing_extra(extra: str, what: str, exc: ImportError) -> ImportError:
+    """The ``ImportError`` to raise when ``what`` (a part of toolfs) cannot import a
+    module of the optional ``extra``: it names the missing module and the command that
+    installs the extra, whichever of the extra's modules is missing (``raise
+    missing_extra(...) from exc``)."""
+    # The distribution's top-level module ("mcp", not "mcp.types").
+    missing = exc.name.split(".")[0] if exc.name else "a module it needs"
+    return ImportError(f"{what} needs the optional extra {extra!r}, and {missing} is not "
+                       f"installed: {install_hint(extra)}", name=exc.name)

@@ -18,7 +18,7 @@ from fsspec.spec import AbstractFileSystem
 from pydantic import ValidationError
 
 from toolfs import deadline, notebook_tools, tools_discovery
-from toolfs.errors import FsError, fs_error
+from toolfs.errors import PROTOCOL_EXTRAS, FsError, fs_error, install_hint
 from toolfs.policy.events import AuditLog, Subscriber
 from toolfs.policy.filesystem import DIFF_CHARS, PolicyFileSystem
 from toolfs.policy.ledger import LedgerSnapshot
@@ -115,7 +115,8 @@ class Workspace:
                 try:
                     fs, path = url_to_fs(url, **dict(storage_options or {}))
                 except (ImportError, ValueError, TypeError) as exc:
-                    raise fs_error("invalid_arguments", f"cannot open {url}: {exc}") from exc
+                    raise fs_error("invalid_arguments", f"cannot open {url}: {exc}"
+                                   + _extra_hint(url, exc)) from exc
                 if root is not None:
                     path = f"{path.rstrip('/')}/{root.strip('/')}" if root else path
             self.url = url if isinstance(url, str) else f"{type(url).__name__}:{path}"
@@ -455,6 +456,18 @@ class AsyncWorkspace:
         already running finish."""
         if self._owns_pool:
             self._pool.shutdown()
+
+
+def _extra_hint(url: str, exc: Exception) -> str:
+    """The install command of the extra a URL's protocol needs, when opening it failed
+    for a missing module (fsspec says "Install s3fs to access S3")."""
+    if not isinstance(exc, ImportError):
+        return ""
+    for part in url.split("::"):
+        protocol = part.split("://", 1)[0] if "://" in part else ""
+        if protocol in PROTOCOL_EXTRAS:
+            return f"; {install_hint(PROTOCOL_EXTRAS[protocol])}"
+    return ""
 
 
 class _Workers:

@@ -228,15 +228,20 @@ def test_log_filter_masks_messages_and_tracebacks() -> None:
     assert "RuntimeError: refused: ***" in out and "user:***@example.com" in out
 
 
-def test_serve_without_the_mcp_sdk_says_how_to_install_it() -> None:
-    code = ("import sys; sys.modules['mcp'] = None\n"  # as if the extra were not installed
+@pytest.mark.parametrize("missing", ["anyio", "mcp", "starlette"])
+def test_serve_without_the_mcp_extra_says_how_to_install_it(missing: str) -> None:
+    """Whichever module of the extra is missing (anyio is imported first; it comes with
+    the SDK, not with toolfs), one line names it and the command that installs it."""
+    code = (f"import sys; sys.modules[{missing!r}] = None\n"  # as if it were not installed
             "from toolfs.integrations.cli import main\n"
             "raise SystemExit(main(['serve', 'memory://x']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=False)
     assert done.returncode == 1
-    assert done.stderr == ("toolfs serve: error: the toolfs MCP server needs the MCP SDK: "
-                           "pip install 'toolfs[mcp]'\n")
+    assert done.stderr == (
+        "toolfs serve: error: the toolfs MCP server (toolfs serve) needs the optional extra "
+        f"'mcp', and {missing} is not installed: pip install 'toolfs[mcp]' (from a checkout "
+        "of toolfs: pip install -e '.[mcp]')\n")
 
 
 def test_serve_checks_its_root_at_start(capsys: pytest.CaptureFixture[str],
