@@ -7,6 +7,7 @@ derives from it, so ordinary ``except FileNotFoundError`` code keeps working::
     FsError                                   code
     ├── InvalidArguments  (ValueError)        invalid_arguments
     ├── NotFound          (FileNotFoundError) not_found
+    ├── MissingBucket     (FileNotFoundError) missing_bucket
     ├── NotAFile          (IsADirectoryError) not_a_file
     ├── NotText           (ValueError)        not_text
     ├── TooLarge          (ValueError)        too_large
@@ -34,6 +35,7 @@ from typing import Any, Literal, get_args
 ErrorCode = Literal[
     "invalid_arguments",
     "not_found",
+    "missing_bucket",
     "not_a_file",
     "not_text",
     "too_large",
@@ -53,6 +55,9 @@ ERROR_CODES: frozenset[str] = frozenset(get_args(ErrorCode))
 ADVICE: dict[str, str] = {
     "invalid_arguments": "Fix the arguments and call the tool again.",
     "not_found": "Check the path; create the file with write if it should exist.",
+    "missing_bucket": "The bucket or container of this workspace does not exist, and no "
+                      "tool call can create it: stop retrying and tell the user, who can "
+                      "create it or open the workspace on one that exists.",
     "not_a_file": "Give the path of a file, not a directory.",
     "not_text": "Only UTF-8 text files can be edited; read also shows images (PNG, JPEG, GIF, "
                 "WebP) and PDFs, and no other binary files.",
@@ -221,6 +226,13 @@ class NotFound(_Coded, FileNotFoundError):
     code = "not_found"
 
 
+class MissingBucket(_Coded, FileNotFoundError):
+    """The bucket (S3, GCS) or container (Azure) itself does not exist:
+    ``details["bucket"]`` names it (and ``details["container"]`` on Azure)."""
+
+    code = "missing_bucket"
+
+
 class NotAFile(_Coded, IsADirectoryError):
     code = "not_a_file"
 
@@ -274,8 +286,9 @@ class Unsupported(_Coded, NotImplementedError):
 
 _BY_CODE: dict[str, type[_Coded]] = {
     cls.code: cls
-    for cls in (InvalidArguments, NotFound, NotAFile, NotText, TooLarge, NotObserved, Stale,
-                NoMatch, AmbiguousMatch, OutsideRoot, Denied, BackendError, Unsupported)
+    for cls in (InvalidArguments, NotFound, MissingBucket, NotAFile, NotText, TooLarge,
+                NotObserved, Stale, NoMatch, AmbiguousMatch, OutsideRoot, Denied,
+                BackendError, Unsupported)
 }
 
 

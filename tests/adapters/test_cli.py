@@ -16,6 +16,7 @@ from typing import Any
 
 import fsspec
 import pytest
+from gcsfs.core import GCSFileSystem
 
 from toolfs.integrations.cli import _storage_option, main
 from toolfs.integrations.demo import run_demo
@@ -242,6 +243,52 @@ def test_serve_without_the_mcp_extra_says_how_to_install_it(missing: str) -> Non
         "toolfs serve: error: the toolfs MCP server (toolfs serve) needs the optional extra "
         f"'mcp', and {missing} is not installed: pip install 'toolfs[mcp]' (from a checkout "
         "of toolfs: pip install -e '.[mcp]')\n")
+
+
+class _CoreGCSForCLI(GCSFileSystem):  # type: ignore[misc]
+    """gcsfs's core class by a URL of its own: ``gs://`` resolves to gcsfs's extended
+    class, which asks fake-gcs-server for a bucket layout it cannot give."""
+
+    protocol = ("toolfsclitestgcs",)
+
+
+fsspec.register_implementation("toolfsclitestgcs", _CoreGCSForCLI, clobber=True)
+
+
+def _missing_bucket_argv(request: pytest.FixtureRequest, which: str) -> tuple[str, list[str]]:
+    """A URL in a bucket (container) that does not exist on ``which``'s emulator, and
+    the ``-o`` options that reach the emulator."""
+    if which == "s3":
+        url, options = ("s3://toolfs-no-such-bucket/x",
+                        request.getfixturevalue("s3_emulator").s3fs_storage_options())
+    elif which == "gcs":
+        url, options = ("toolfsclitestgcs://toolfs-no-such-bucket/x",
+                        request.getfixturevalue("gcs_emulator").gcsfs_storage_options())
+    else:
+        url, options = ("abfs://toolfs-no-such-bucket/x",
+                        request.getfixturevalue("azure_emulator").adlfs_storage_options())
+    argv: list[str] = []
+    for key, value in options.items():
+        argv += ["-o", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
+    return url, argv
+
+
+@pytest.mark.parametrize("which", ["s3", "gcs", "azure"])
+def test_a_missing_bucket_is_one_line_and_a_failure(capsys: pytest.CaptureFixture[str],
+                                                    request: pytest.FixtureRequest,
+                                                    which: str) -> None:
+    """``toolfs ls`` of a missing bucket is no empty directory: like glob, grep and a
+    server's start, one line naming the bucket and what a person can do, exit 1."""
+    url, options = _missing_bucket_argv(request, which)
+    noun = "container" if which == "azure" else "bucket"
+    for argv in (["ls", url], ["ls", url, "--path", "sub"], ["glob", "*", url],
+                 ["grep", "x", url], ["serve", url]):
+        code, out, err = run(capsys, *argv, *options)
+        assert (code, out) == (1, ""), (argv, out, err)
+        assert err.count("\n") == 1, err
+        assert err.startswith(f"toolfs {argv[0]}: error: [missing_bucket]"), err
+        assert f"the {noun} toolfs-no-such-bucket does not exist" in err, err
+        assert "create it, or use a URL in a" in err, err
 
 
 def test_serve_checks_its_root_at_start(capsys: pytest.CaptureFixture[str],

@@ -254,7 +254,7 @@ def _discover(args: argparse.Namespace) -> int:
             arguments["head_limit"] = args.head_limit
     output = workspace.execute(args.name, arguments)
     if output.is_error:  # one line on stderr, exit 1, as every other failure
-        raise RuntimeError(output.text.splitlines()[0])
+        raise RuntimeError(output.text.splitlines()[0].removeprefix("Error "))
     print(output.text)
     return 0
 

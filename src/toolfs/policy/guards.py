@@ -212,7 +212,8 @@ class Guards:
     def _fail(self, err: FsError, target: Target, op: Operation) -> FsError:
         """Attach the display path and emit ``fs/denied`` for a refused operation."""
         err.path = target.display
-        err.message = err.message.replace(target.backend_path, target.display)
+        if err.code != "missing_bucket":  # its message names the bucket, which is no path
+            err.message = err.message.replace(target.backend_path, target.display)
         if isinstance(err.details.get("file"), str):
             # An adapter names the part of the path that is a file by its backend path.
             shown = self.jail.display_of(err.details["file"])
