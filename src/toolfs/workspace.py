@@ -1,4 +1,5 @@
-"""``Workspace``: one execution context (one agent) over one root, with the three tools."""
+"""``Workspace``: one execution context (one agent) over one root, with the six tools
+(``read``, ``write``, ``edit``, ``glob``, ``grep``, ``ls``) and the opt-in ``notebook_edit``."""
 
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ _OPTIONAL = {name: optional_fields(name) for name in ARGS_MODELS}
 
 
 class Workspace:
-    """The three tools for one agent, confined to one root.
+    """The six tools (and ``notebook_edit``) for one agent, confined to one root.
 
     ``Workspace("memory://proj")``, ``Workspace("/srv/repo")``,
     ``Workspace("s3://bucket/prefix", storage_options={...})`` or
@@ -348,7 +349,7 @@ class Workspace:
 
 
 class AsyncWorkspace:
-    """The same three tools as coroutines, for async agents and servers.
+    """The same tools as coroutines, for async agents and servers.
 
     Each call runs the synchronous tool on a worker thread; S3 and GCS I/O inside it is
     awaited on fsspec's own event loop. The caller's event loop is never blocked.

@@ -76,8 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     from toolfs import __version__
 
     parser = _Parser(prog="toolfs", description=(
-        "read, write and edit tools for AI agents over any fsspec filesystem, with "
-        "stale-write protection."))
+        "file tools for AI agents (read, write, edit, glob, grep, ls; notebook_edit on "
+        "request) over any fsspec filesystem, with stale-write protection."))
     parser.add_argument("--version", action="version", version=f"toolfs {__version__}")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", required=True,
                                 parser_class=_Parser)
