@@ -289,6 +289,10 @@ def test_a_missing_bucket_is_one_line_and_a_failure(capsys: pytest.CaptureFixtur
         assert err.startswith(f"toolfs {argv[0]}: error: [missing_bucket]"), err
         assert f"the {noun} toolfs-no-such-bucket does not exist" in err, err
         assert "create it, or use a URL in a" in err, err
+    code, _, err = run(capsys, "ls", url, *options)  # as docs/cli.md shows it
+    assert err == (f"toolfs ls: error: [missing_bucket] (.): the {noun} toolfs-no-such-bucket "
+                   f"does not exist (toolfs never creates {noun}s: create it, or use a URL "
+                   f"in a {noun} that exists)\n")
 
 
 def test_serve_checks_its_root_at_start(capsys: pytest.CaptureFixture[str],
