@@ -526,6 +526,37 @@ def test_a_kept_path_is_kept_only_while_its_refusal_is_handled(tmp_path: Any) ->
         PolicyFileSystem.clear_instance_cache()
 
 
+_HOOK_PROBE = """
+import sys, tempfile, uuid
+import fsspec, toolfs
+from toolfs.errors import FsError
+from toolfs.policy import refused_writes
+where = sys.argv[1]
+d = tempfile.mkdtemp()
+open(d + "/kept.csv", "w").write("a\\n")
+ws = toolfs.Workspace(d, context_id="agent")
+assert ws.execute("write", {"file_path": "kept.csv", "content": "b"}).error.code == "not_observed"
+fsspec.filesystem("memory").pipe("/hook-probe/kept.csv", b"a\\n")
+target = {"memory": ("memory", "/hook-probe/kept.csv"), "local": ("file", d + "/kept.csv")}[where]
+fs = fsspec.filesystem("toolfs", target_protocol=target[0], context_id=uuid.uuid4().hex)
+try:
+    fs.pipe_file(target[1], b"b")
+except FsError:
+    pass
+print(refused_writes._installed)
+"""
+
+
+@pytest.mark.parametrize(("where", "installed"), [("memory", "False"), ("local", "True")])
+def test_only_a_refused_local_write_installs_the_hook(where: str, installed: str) -> None:
+    """The audit hook costs every audited event of the process (docs/benchmarks.md): an
+    agent's refused tool call installs none, nor a refused write whose path is no local
+    file; the first refused write of a local file does."""
+    done = subprocess.run([sys.executable, "-c", _HOOK_PROBE, where], capture_output=True,
+                          text=True, timeout=120, check=True)
+    assert done.stdout.strip().splitlines()[-1] == installed, done.stdout + done.stderr
+
+
 # -- a refused write over a changed file, every library, every backend ----------------
 
 
