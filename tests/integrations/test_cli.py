@@ -245,6 +245,20 @@ def test_serve_without_the_mcp_extra_says_how_to_install_it(missing: str) -> Non
         "of toolfs: pip install -e '.[mcp]')\n")
 
 
+def test_demo_on_s3_without_the_test_extra_says_how_to_install_it() -> None:
+    code = ("import importlib.util\n"
+            "find = importlib.util.find_spec\n"  # as if moto were not installed
+            "importlib.util.find_spec = lambda n, *a: None if n == 'moto' else find(n, *a)\n"
+            "from toolfs.integrations.cli import main\n"
+            "raise SystemExit(main(['demo', '--backend', 's3']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 1
+    assert done.stderr == ("toolfs demo: error: --backend s3 needs moto to run a local S3 "
+                           "emulator: pip install 'toolfs[test]' (from a checkout of toolfs: "
+                           "pip install -e '.[test]')\n")
+
+
 class _CoreGCSForCLI(GCSFileSystem):  # type: ignore[misc]
     """gcsfs's core class by a URL of its own: ``gs://`` resolves to gcsfs's extended
     class, which asks fake-gcs-server for a bucket layout it cannot give."""
