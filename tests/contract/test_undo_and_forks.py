@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from toolfs.errors import FsError
 from toolfs.policy.events import FsEvent, Veto
 from toolfs.undo.atomic import Planned, commit_all

@@ -96,6 +96,12 @@ def test_bench_requests() -> None:
         assert f"{backend} | edit after read |" in done.stdout, done.stdout
 
 
+def test_bench_refused_writes() -> None:
+    done = run("bench_refused_writes.py")
+    assert_table(done)
+    assert "| id() (an audited builtin) " in done.stdout, done.stdout
+
+
 def test_bench_dataframes() -> None:
     done = run("bench_dataframes.py")
     assert_table(done)
@@ -174,6 +180,16 @@ def test_bench_big_prefix() -> None:
     done = run("bench_big_prefix.py", timeout=300)  # --tiny: 300 objects on moto
     assert_table(done)
     assert "| streamed" in done.stdout and "whole listing first" in done.stdout, done.stdout
+
+
+def test_bench_merge_processes() -> None:
+    done = run("bench_merge_processes.py", timeout=300)  # --tiny: local and S3 (moto)
+    assert_table(done)
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in done.stdout.splitlines()
+            if line.startswith(("| local disk", "| S3 (moto)"))]
+    assert len(rows) == 4, done.stdout
+    # None lost; no refusal without the whole diff.
+    assert all(row[-1] == "0" and row[-2] == "0" for row in rows), done.stdout
 
 
 def test_bench_undo() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import S3Backend
+from tests.backend_fixtures import S3Backend
 from toolfs.testing.emulators import S3Emulator
 from toolfs.testing.faults import FaultProxy, ProxiedRequest, fast_failing_s3fs_options
 from toolfs.undo.atomic import Planned, commit_all

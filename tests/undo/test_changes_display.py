@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import toolfs
-from toolfs import display
+from toolfs.integrations import display
 
 
 def test_changes_render_as_html_diffs() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 

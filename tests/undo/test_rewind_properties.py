@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from toolfs.errors import FsError
 
 NAMES = ["f0.txt", "f1.txt", "d/f2.txt", "f3.txt"]
@@ -104,7 +104,7 @@ def _run_mine(ws: toolfs.Workspace, op: tuple[Any, ...], state: dict[str, bytes]
 
 
 @pytest.mark.parametrize("backend", ["memory", "local", "s3"], indirect=True)
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                  HealthCheck.too_slow])
 @given(before=st.lists(st.tuples(_name, _content), max_size=4),
@@ -156,7 +156,13 @@ def test_rewind_restores_only_this_contexts_work(
     live = {n for n in model.conflict if n in touched and not (
         model.first.get(n) is None and _last_left_absent(ws, cp, n))}
     if live:
-        assert set(result.refused) == live, (result.refused, live)
+        if ws.fs.store.conditions_by_service:
+            # Object stores check a file to be re-created by its own conditional create,
+            # in the write phase: when another file refused the set first, that one is
+            # never reached (and nothing is written either way).
+            assert result.refused and set(result.refused) <= live, (result.refused, live)
+        else:
+            assert set(result.refused) == live, (result.refused, live)
         assert after == before_rewind  # all or nothing: nothing restored
         return
     assert not result.refused, result.refused

@@ -37,11 +37,13 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-import anyio
 from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import models_json_schema
 
-try:
+from toolfs.errors import missing_extra
+
+try:  # every module of the `mcp` extra (anyio and starlette come with the SDK)
+    import anyio
     import mcp.types as types
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
@@ -51,14 +53,13 @@ try:
     from starlette.responses import JSONResponse
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 except ImportError as exc:
-    raise ImportError("the toolfs MCP server needs the MCP SDK: pip install 'toolfs[mcp]'"
-                      ) from exc
+    raise missing_extra("mcp", "the toolfs MCP server (toolfs serve)", exc) from exc
 
 from toolfs import __version__
 from toolfs.errors import ErrorCode
-from toolfs.media_render import MediaView
 from toolfs.redact import Redactor
 from toolfs.render import ToolOutput
+from toolfs.render.media import MediaView
 from toolfs.results import (
     EditResult,
     GlobResult,
@@ -89,7 +90,7 @@ _RESULT_MODELS: dict[str, tuple[type[BaseModel], ...]] = {
     "glob": (GlobResult,), "grep": (GrepResult,), "ls": (ListResult,),
     "notebook_edit": (NotebookEditResult,),
 }
-# A tool's other result shapes: read of an image or a PDF (toolfs.media).
+# A tool's other result shapes: read of an image or a PDF (toolfs.formats.media).
 _OTHER_RESULT_MODELS: dict[str, tuple[type[BaseModel], ...]] = {"read": (MediaView,)}
 _INSTRUCTIONS = ("File tools over one workspace: find files (glob, grep, ls), then read, "
                  "write and edit text files by paths relative to the workspace root.")

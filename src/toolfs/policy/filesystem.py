@@ -46,12 +46,13 @@ import contextlib
 import io
 import os
 import uuid
+from glob import has_magic
 from typing import Any, ClassVar, Literal
 
+from fsspec import utils as fsspec_utils
 from fsspec.spec import AbstractFileSystem
 
 from toolfs.backends import Overwrite, Store, Update, store_for, unwrapped
-from toolfs.content_cache import DEFAULT_CACHE_BYTES, shared_cache
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable
 from toolfs.policy.chaining import (
@@ -60,14 +61,22 @@ from toolfs.policy.chaining import (
     policy_option,
     target_filesystem,
 )
+from toolfs.policy.content_cache import DEFAULT_CACHE_BYTES, shared_cache
 from toolfs.policy.events import Operation, Subscriber
 from toolfs.policy.forwarding import Forwarding
-from toolfs.policy.handles import ObservedFile, PendingWrite, _CommitOnClose, _TextCommitOnClose
+from toolfs.policy.handles import (
+    ObservedFile,
+    PendingWrite,
+    _CommitOnClose,
+    _TextCommitOnClose,
+    target_names,
+)
 from toolfs.policy.ledger import Ledger
 from toolfs.policy.listings import Found, Listings
 from toolfs.policy.observe_commit import DIFF_CHARS, Commit, ObserveCommit
 from toolfs.policy.paths import Jail, Target
 from toolfs.policy.recorder import ChangeRecorder, move_scope
+from toolfs.policy.refused_writes import keep
 from toolfs.policy.rules import Policy, deny_matcher
 from toolfs.versions import FileVersion
 
@@ -124,7 +133,7 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
             see :mod:`toolfs.backends.conditions`) and write even where it failed,
             accepting that concurrent changes may be lost there.
         content_cache_bytes: byte budget of the discovery content cache
-            (:mod:`toolfs.content_cache`): ``grep`` on a store whose listing carries
+            (:mod:`toolfs.policy.content_cache`): ``grep`` on a store whose listing carries
             versions (S3, GCS, Azure) does not download again an object listed at the
             version it cached. One cache per process and option set, shared by every
             context; 0 turns it off.
@@ -134,10 +143,10 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
             :class:`toolfs.undo.Journal`; :mod:`toolfs.policy.recorder`), so that the
             changes can be listed and rewound; a ``Workspace`` gives its own.
         grep_engine: ``"python"`` (default): local ``grep`` reads and searches every
-            candidate itself (in two worker threads, :mod:`toolfs.grep_workers`, with
+            candidate itself (in two worker threads, :mod:`toolfs.search.grep_workers`, with
             the single loop's answer); ``"ripgrep"``: it runs ripgrep, where there is one, as a
             prefilter that spares reading the files it finds no line in
-            (:mod:`toolfs.ripgrep`; the answer is the same). Measured in
+            (:mod:`toolfs.search.ripgrep`; the answer is the same). Measured in
             docs/benchmarks.md: a gain only for selective patterns with a core to spare.
     """
 
@@ -263,14 +272,29 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
             if kwargs.get("intent") == "edit":
                 return self.open_for_edit(path)
             return self.open_observed(path)
-        if mode == "wb":
-            return _CommitOnClose(self.prepare_write(path))
-        if mode == "xb":
-            pending = self.prepare_write(path, create_only=True)
-            self._refuse_existing(pending._target)  # at open, as open(path, "x") does
+        if mode in ("wb", "xb"):
+            try:
+                pending = self.prepare_write(path, create_only=mode == "xb")
+                if mode == "xb":
+                    self._refuse_existing(pending._target)  # at open, as open(path, "x")
+            except Exception as err:
+                # A library that cleans up after a failed open removes the path it gave.
+                keep(err, self._kept_names(path))
+                raise
             return _CommitOnClose(pending)
         raise fs_error("unsupported", f"mode {mode!r} is not supported; use rb, wb or xb",
                        path=path)
+
+    def _kept_names(self, path: str) -> list[str]:
+        """The names a writer may know the file of a refused write by: the path it gave,
+        the wrapped filesystem's (on local disk: the file itself) and the display path
+        (see :mod:`toolfs.policy.refused_writes`)."""
+        names = [path, self._strip_protocol(path)] if isinstance(path, str) else []
+        try:
+            target = self.resolve(path)
+        except Exception:  # a path the jail refuses: the names given are all there is
+            return names
+        return [*names, *target_names(self, target)]
 
     def open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
         """Open a file: ``rb`` observes, ``wb``/``xb`` commit on close; text modes wrap.
@@ -315,6 +339,70 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
                 self._check_cap(src._target, src.size, "write")
             return bytes(src.read())
 
+    def _tree_pairs(self, path: str, dest: str, *, recursive: bool, maxdepth: Any,
+                    dest_is_dir: bool) -> tuple[list[str], list[str]]:
+        """The ``(sources, destinations)`` of a copy of ``path`` (a name, a directory or
+        a glob pattern of this filesystem) to ``dest``, as fsspec's ``get`` and ``copy``
+        expand them. fsspec finds the parent to cut off the sources by their last ``/``,
+        which a name at the top of the root (``src``, ``src/file``) lacks: so a second
+        ``get("src", "target", recursive=True)``, into the ``target`` the first made,
+        gave ``target/file`` again instead of ``target/src/file``, as fsspec's own
+        filesystems do (whose names all start with ``/``). Here every name is given a
+        leading ``/`` for fsspec's cut."""
+        from fsspec.implementations.local import trailing_sep
+        from fsspec.utils import other_paths
+
+        sources = self.expand_path(path, recursive=recursive, maxdepth=maxdepth)
+        if not recursive or maxdepth is not None:  # a non-recursive glob copies no directory
+            sources = [p for p in sources if not (trailing_sep(p) or self.isdir(p))]
+        if not sources:
+            return [], []
+        exists = (has_magic(path) and len(sources) == 1) or (
+            not has_magic(path) and dest_is_dir and not trailing_sep(path))
+        return sources, other_paths([f"/{p}" for p in sources], dest, exists=exists)
+
+    def get(self, rpath: Any, lpath: Any, recursive: bool = False, callback: Any = None,
+            maxdepth: Any = None, **kwargs: Any) -> None:
+        """fsspec's ``get`` (files and trees to local disk, each through
+        :meth:`get_file`), a source at the top of the root nested as any other is
+        (:meth:`_tree_pairs`)."""
+        if isinstance(rpath, str) and isinstance(lpath, (str, os.PathLike)):
+            from fsspec.implementations.local import (
+                LocalFileSystem,
+                make_path_posix,
+                trailing_sep,
+            )
+            local = make_path_posix(os.fspath(lpath))
+            rpath, lpath = self._tree_pairs(
+                self._strip_protocol(rpath), local, recursive=recursive, maxdepth=maxdepth,
+                dest_is_dir=trailing_sep(local) or LocalFileSystem().isdir(local))
+            if not rpath:
+                return
+            contained = getattr(fsspec_utils, "check_contained", None)
+            if contained is not None:  # fsspec >= 2026.9: no name places a copy above it
+                contained(local, lpath)
+        if callback is None:
+            super().get(rpath, lpath, recursive=recursive, maxdepth=maxdepth, **kwargs)
+        else:
+            super().get(rpath, lpath, recursive=recursive, callback=callback,
+                        maxdepth=maxdepth, **kwargs)
+
+    def copy(self, path1: Any, path2: Any, recursive: bool = False, maxdepth: Any = None,
+             on_error: str | None = None, **kwargs: Any) -> None:
+        """fsspec's ``copy`` (each file through :meth:`cp_file`), a source at the top of
+        the root nested as any other is (:meth:`_tree_pairs`)."""
+        if isinstance(path1, str) and isinstance(path2, str):
+            from fsspec.implementations.local import trailing_sep
+
+            path1, path2 = self._strip_protocol(path1), self._strip_protocol(path2)
+            path1, path2 = self._tree_pairs(
+                path1, path2, recursive=recursive, maxdepth=maxdepth,
+                dest_is_dir=trailing_sep(path2) or self.isdir(path2))
+            if not path1:
+                return
+        super().copy(path1, path2, recursive=recursive, maxdepth=maxdepth,
+                     on_error=on_error, **kwargs)
+
     def get_file(self, rpath: str, lpath: Any, callback: Any = None,
                  **kwargs: Any) -> None:
         """Download to a local file (an observation, like any read), making its parent
@@ -355,8 +443,13 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
 
         ``mode="create"`` refuses to replace an existing file whatever was observed.
         """
-        pending = self.prepare_write(path, operation=operation, create_only=mode == "create")
-        return pending.commit(bytes(value))
+        try:
+            pending = self.prepare_write(path, operation=operation,
+                                         create_only=mode == "create")
+            return pending.commit(bytes(value))
+        except Exception as err:
+            keep(err, self._kept_names(path))
+            raise
 
     def write_bytes(self, path: str, value: bytes, **kwargs: Any) -> Commit:
         return self.pipe_file(path, value, **kwargs)
@@ -478,6 +571,8 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
                 err = fs_error("stale", f"{target.display} was created since you saw it "
                                "absent; read it before deleting it", path=target.display)
             raise self._fail(err, target, "delete")
+        elif self.ledger.write_refused(target.backend_path):
+            raise self._fail(_refused_then_deleted(target), target, "delete")
         else:
             mode = Update(obs.version)
         self._delete(target, mode)
@@ -563,6 +658,9 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
         unread = [] if self.policy is None else [
             t.display for t in targets
             if (obs := seen[t.backend_path]) is None or obs.version is None]
+        refused = [t for t in targets if self.ledger.write_refused(t.backend_path)]
+        if refused and self.policy is not None:
+            raise self._fail(_refused_then_deleted(refused[0]), target, "delete")
         if unread:
             listed = ", ".join(unread[:5]) + (f" and {len(unread) - 5} more"
                                               if len(unread) > 5 else "")
@@ -643,6 +741,17 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
     def __repr__(self) -> str:
         return (f"PolicyFileSystem({type(self.fs).__name__}, root={self.jail.root!r}, "
                 f"context_id={self.context_id!r})")
+
+
+def _refused_then_deleted(target: Target) -> FsError:
+    """A delete right after a refused write of the same file (and no read since): what a
+    library cleaning up after its failed write does. The refusal counted as a read when
+    it showed the whole change, but the file holds another writer's change that this
+    context never chose to remove."""
+    return fs_error("stale", f"a write to {target.display} was just refused because "
+                    "someone else changed it, and the file keeps their change; deleting "
+                    "it now would remove that change. Read it again before deleting it",
+                    path=target.display, details={"refused_write": True})
 
 
 def _copy_blocks(src: ObservedFile, out: Any) -> None:

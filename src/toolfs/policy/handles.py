@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import io
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from toolfs.backends import PutMode, Update
 from toolfs.errors import FsError, fs_error
+from toolfs.policy.commits import Commit, Committer, Rebase
 from toolfs.policy.events import Operation
 from toolfs.policy.paths import Target
 from toolfs.policy.people import for_people
+from toolfs.policy.refused_writes import keep
 from toolfs.versions import FileVersion
-
-if TYPE_CHECKING:  # the owner makes the handles; they only call back into it
-    from toolfs.policy.observe_commit import Commit, ObserveCommit, Rebase
 
 
 class ObservedFile(io.RawIOBase):
@@ -33,7 +32,7 @@ class ObservedFile(io.RawIOBase):
     blocks on demand, each pinned to ``version`` (``stale`` if the file changed).
     """
 
-    def __init__(self, owner: ObserveCommit, target: Target, version: FileVersion,
+    def __init__(self, owner: Committer, target: Target, version: FileVersion,
                  size: int, head: bytes, *, cached: bool = False) -> None:
         # No super().__init__(): io.RawIOBase keeps no state of its own to set up.
         self.cached = cached
@@ -156,11 +155,21 @@ class ObservedFile(io.RawIOBase):
         return b"".join(parts)
 
 
+def target_names(owner: Committer, target: Target) -> list[str]:
+    """The local names a writer may know ``target`` by: the wrapped filesystem's path
+    (on local disk, the file), the display path and, for a filesystem made from a
+    URL, the path it names files by."""
+    names = [target.backend_path, target.display]
+    if owner.absolute_paths:
+        names.append(owner.jail.join(target.display))
+    return names
+
+
 class PendingWrite:
     """A write whose condition was fixed when it started (see
     :meth:`PolicyFileSystem.prepare_write`); :meth:`commit` stores on that condition."""
 
-    def __init__(self, owner: ObserveCommit, target: Target, mode: PutMode,
+    def __init__(self, owner: Committer, target: Target, mode: PutMode,
                  operation: Operation, *, exclusive: bool = False) -> None:
         self._owner, self._target, self.operation = owner, target, operation
         self.mode = mode
@@ -203,8 +212,13 @@ class _CommitOnClose(io.BytesIO):
             if not self._abandoned:
                 try:
                     self.commit = self._pending.commit(data)
-                except FsError as err:  # a person's write (pandas, DuckDB...): their words
-                    raise for_people(err, self._pending) from err.__cause__
+                except Exception as err:
+                    # The library that wrote may remove the path it gave when this
+                    # raises: the refusal keeps it (toolfs.policy.refused_writes).
+                    keep(err, target_names(self._pending._owner, self._pending._target))
+                    if isinstance(err, FsError):  # a person's write (pandas...): their words
+                        raise for_people(err, self._pending) from err.__cause__
+                    raise
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

@@ -1,7 +1,7 @@
 """Discovery's view of the policy filesystem: listings and batched reads that record
 no observation.
 
-``glob``, ``grep`` and ``ls`` (:mod:`toolfs.discovery`) see the tree through
+``glob``, ``grep`` and ``ls`` (:mod:`toolfs.search.discovery`) see the tree through
 :class:`Listings`: ``list_files`` (one flat listing, fresh, confined, denied files left
 out), ``list_dir`` (one directory's children) and ``read_many`` (bytes of listed files,
 many requests in flight, validated by the content cache). None of them records what it
@@ -11,6 +11,7 @@ listed file is a :class:`Found`.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -105,7 +106,14 @@ class Listings(Guards):
         check = bool(self.deny)
         new, fill = object.__new__, _fill_found
         listed_count = 0
-        for entry in self.store.list_files(listed, sizes=sizes):
+        entries = iter(self.store.list_files(listed, sizes=sizes))
+        try:  # a missing bucket is met by the first page: named as this context names it
+            first = next(entries, None)
+        except FsError as err:
+            if err.code == "missing_bucket":
+                raise self._fail(err, target, "read") from err.__cause__
+            raise
+        for entry in itertools.chain(() if first is None else (first,), entries):
             if entry.kind != "file":
                 continue
             listed_count += 1

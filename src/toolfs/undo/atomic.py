@@ -10,7 +10,7 @@ bytes of the expected version) and lands them all or none, in three phases:
    at the expected version it is ready; changed by someone else it is refused
    ``stale`` with the diff of that other change (``on_stale="refuse"``), or, with
    ``on_stale="merge"``, the change is merged onto the other one by a three-way line
-   merge (:func:`toolfs.merge.merge_write`) and refused when they overlap. Any refusal
+   merge (:func:`toolfs.formats.merge.merge_write`) and refused when they overlap. Any refusal
    (also ``denied``, ``too_large``, a failed read) refuses the **whole set**, each file
    with its reason, before anything is written. One exception, for the request bound:
    on object stores a file to be *created* is not read first -- its conditional create
@@ -47,10 +47,10 @@ from typing import Literal
 from toolfs import deadline
 from toolfs.backends import Create, Update
 from toolfs.backends.base import Blob
-from toolfs.diff import text_diff
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable
-from toolfs.merge import merge_write
+from toolfs.formats.diff import text_diff
+from toolfs.formats.merge import merge_write
 from toolfs.policy.filesystem import Commit, PolicyFileSystem
 from toolfs.policy.paths import Target
 from toolfs.policy.recorder import tool_scope

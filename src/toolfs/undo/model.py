@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from toolfs.diff import text_diff
 from toolfs.errors import FsError
 from toolfs.escaping import escape_undecodable
+from toolfs.formats.diff import text_diff
 from toolfs.versions import FileVersion
 
 ChangeKind = Literal["created", "updated", "deleted", "moved"]
@@ -106,7 +106,7 @@ class Change:
 class Changes(list[Change]):
     """What :meth:`~toolfs.Workspace.changes` returns: a plain list of
     :class:`Change`, oldest first, which a notebook shows as HTML diffs
-    (:mod:`toolfs.display`)."""
+    (:mod:`toolfs.integrations.display`)."""
 
 
 @dataclass(frozen=True)
