@@ -141,6 +141,10 @@ def test_rewind_restores_only_this_contexts_work(
     # A name this context created and deleted again has nothing of it left to restore.
     touched = {c.path for c in ws.changes(since=cp)} | \
         {c.to_path for c in ws.changes(since=cp) if c.to_path}
+    # Created and deleted again by this context: nothing of it to restore; whatever is
+    # there now is someone else's.
+    skipped = {n for n in model.first
+               if model.first[n] is None and _last_left_absent(ws, cp, n)}
     before_rewind = _raw_state(backend, root)
     result = ws.rewind(cp)
     after = _raw_state(backend, root)
@@ -153,8 +157,7 @@ def test_rewind_restores_only_this_contexts_work(
         if result.refused:
             assert after == before_rewind
         return
-    live = {n for n in model.conflict if n in touched and not (
-        model.first.get(n) is None and _last_left_absent(ws, cp, n))}
+    live = {n for n in model.conflict if n in touched and n not in skipped}
     if live:
         if ws.fs.store.conditions_by_service:
             # Object stores check a file to be re-created by its own conditional create,
@@ -167,7 +170,7 @@ def test_rewind_restores_only_this_contexts_work(
         return
     assert not result.refused, result.refused
     for name in NAMES:
-        if name in model.first:
+        if name in model.first and name not in skipped:
             expected = model.first[name]
             assert after.get(name) == expected, (name, after.get(name), expected)
         else:
