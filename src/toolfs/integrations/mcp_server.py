@@ -10,7 +10,10 @@ served by the SDK's own stdio and streamable-HTTP transports:
   structured content; a tool error is a result with ``isError`` whose text starts with
   ``Error [code]``, never a protocol error;
 * each MCP session is its own execution context (its own ledger of observed files): one
-  per streamable-HTTP session, one for the whole stream on stdio;
+  per streamable-HTTP session, one for the whole stream on stdio; without a session (the
+  2026-07-28 protocol, served natively) a context is (principal, the client's
+  ``toolfs-context`` header or ``_meta["toolfs/context"]``, else the principal alone), see
+  :mod:`toolfs.server.contexts`;
 * over HTTP, a bearer token of at least 16 characters is required (scheme matched
   case-insensitively, token in constant time), and at most ``max_sessions`` (64) sessions
   are open at once;
@@ -55,7 +58,7 @@ except ImportError as exc:
                       ) from exc
 
 from toolfs import __version__
-from toolfs.errors import ErrorCode
+from toolfs.errors import ErrorCode, FsError
 from toolfs.media_render import MediaView
 from toolfs.redact import Redactor
 from toolfs.render import ToolOutput
@@ -70,6 +73,7 @@ from toolfs.results import (
     WriteResult,
 )
 from toolfs.schemas import ARGS_MODELS, input_schema, tool_definitions
+from toolfs.server.contexts import ServerContexts, context_key, principal_name
 from toolfs.workspace import AsyncWorkspace, Workspace
 
 __all__ = ["BearerAuth", "SessionLimit", "ToolError", "ToolfsMCP", "check_token", "endpoint_url",
@@ -232,13 +236,17 @@ class ToolfsMCP:
         name: the server name announced to clients.
         tools: the tools to offer (default: all six); a call of another one is refused
             as an unknown tool.
+        contexts: the contexts of calls without a session (default: kept in this
+            process); give one with a shared ledger to serve from several replicas.
     """
 
     def __init__(self, workspace: Workspace | AsyncWorkspace, *,
                  redact: Redactor | None = None, name: str = "toolfs",
-                 tools: list[str] | tuple[str, ...] | None = None) -> None:
+                 tools: list[str] | tuple[str, ...] | None = None,
+                 contexts: ServerContexts | None = None) -> None:
         self.workspace = (workspace if isinstance(workspace, AsyncWorkspace)
                           else AsyncWorkspace(workspace))
+        self.contexts = contexts or ServerContexts(self.workspace)
         self.redact = redact or Redactor()
         self.tools = mcp_tools(tools)
         self._enabled = frozenset(t.name for t in self.tools)
@@ -261,7 +269,11 @@ class ToolfsMCP:
         if params.name not in self._enabled:
             # MCP reports an unknown tool as a protocol error; bad arguments are tool errors.
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name[:50]!r}")
-        output = await self._context(ctx).execute(params.name, params.arguments or {})
+        try:
+            context = self._context(ctx)
+        except FsError as err:  # a context key that is not one
+            raise MCPError(types.INVALID_PARAMS, err.message) from None
+        output = await context.execute(params.name, params.arguments or {})
         return self._call_result(output)
 
     def _call_result(self, output: ToolOutput) -> types.CallToolResult:
@@ -281,24 +293,24 @@ class ToolfsMCP:
 
     async def _discover(self, ctx: ServerRequestContext[Any],
                         params: types.RequestParams) -> types.DiscoverResult:
-        # The 2026-07-28 protocol has no sessions over HTTP, and a ledger needs one:
-        # advertising only handshake versions there makes clients open a session.
-        # A stream (stdio) is one client either way, so both eras work on it.
-        versions = HANDSHAKE_PROTOCOL_VERSIONS if ctx.request is not None else (
-            *HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
+        # Both eras everywhere: without a session, a call's context is its principal and
+        # the key the client names (toolfs.server.contexts).
+        versions = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
         return types.DiscoverResult(
             supported_versions=list(versions), instructions=_INSTRUCTIONS,
             capabilities=self.server.get_capabilities(protocol_version=ctx.protocol_version))
 
     def _context(self, ctx: ServerRequestContext[Any]) -> AsyncWorkspace:
-        """The execution context of the MCP session this request belongs to."""
+        """The execution context of this request: its MCP session's, the stream's, or
+        the one its principal and context key name (:func:`context_key`)."""
         # The SDK keeps per-connection state and teardown on the Connection, which
         # ServerRequestContext does not expose yet (the SDK's own TODO L54).
         connection = ctx.session._connection
         if connection.session_id is not None:  # a streamable-HTTP session
             context: AsyncWorkspace | None = connection.state.get(_CONTEXT_KEY)
             if context is None:
-                context = self.workspace.new_context()
+                context = self.contexts.open(context_key(
+                    principal_name(ctx.request), session_id=connection.session_id))
                 connection.state[_CONTEXT_KEY] = context
                 self._session_contexts.add(context)
                 connection.exit_stack.callback(self._end_session, context)
@@ -307,9 +319,9 @@ class ToolfsMCP:
             if self._stream_context is None:
                 self._stream_context = self.workspace.new_context()
             return self._stream_context
-        raise MCPError(types.INVALID_REQUEST,
-                       "toolfs keeps what each agent has read per MCP session; open a session "
-                       "(initialize handshake) instead of sending stateless requests")
+        # No session (2026-07-28, or stateless HTTP): the principal and its key.
+        return self.contexts.get(context_key(principal_name(ctx.request), ctx.request,
+                                             meta=ctx.meta))
 
     def _end_session(self, context: AsyncWorkspace) -> None:
         """The session ended (closed, expired or dropped): release its context."""
