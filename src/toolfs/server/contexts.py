@@ -104,12 +104,12 @@ def context_key(principal: str, request: Any | None = None, *, session_id: str |
     if session_id is not None:
         return ContextKey(principal, "session", session_id)
     headers = getattr(request, "headers", None)
-    named = headers.get(CONTEXT_HEADER) if headers is not None else None
+    named: Any = headers.get(CONTEXT_HEADER) if headers is not None else None
     source = f"the {CONTEXT_HEADER} header"
-    if named is None and meta is not None and CONTEXT_META in meta:
-        named, source = meta[CONTEXT_META], f'_meta["{CONTEXT_META}"]'
     if named is None:
-        return ContextKey(principal, "principal", "")
+        if meta is None or CONTEXT_META not in meta:
+            return ContextKey(principal, "principal", "")
+        named, source = meta[CONTEXT_META], f'_meta["{CONTEXT_META}"]'
     if not isinstance(named, str) or not 0 < len(named) <= MAX_KEY_CHARS \
             or not named.isprintable():
         raise fs_error("invalid_arguments",
