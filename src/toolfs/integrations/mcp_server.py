@@ -246,7 +246,7 @@ class ToolfsMCP:
                  contexts: ServerContexts | None = None) -> None:
         self.workspace = (workspace if isinstance(workspace, AsyncWorkspace)
                           else AsyncWorkspace(workspace))
-        self.contexts = contexts or ServerContexts(self.workspace)
+        self.contexts = contexts if contexts is not None else ServerContexts(self.workspace)
         self.redact = redact or Redactor()
         self.tools = mcp_tools(tools)
         self._enabled = frozenset(t.name for t in self.tools)

@@ -16,12 +16,12 @@ content. Any replica then answers any call of a context:
   for why, and the numbers measured at the S3 emulator);
 * a decision taken on the entry's current value (the policy's "record only if this
   context still saw ``expected``", after a ``stale`` refusal whose whole diff was shown)
-  is a conditional write: ``Update`` on the entry's version, so two replicas serving one
-  context never both win;
+  is a conditional write: ``Update`` on the entry's version, so that of two replicas
+  serving one context at once, the one that decided on an outdated entry does not win;
 * a record is otherwise a fact ("this context saw version V") and replaces the entry, as
-  the in-process ledger's does: two parallel calls of one context leave the later one,
-  which at worst makes a later change ``stale``, never lets one land on bytes the
-  context did not see.
+  the in-process ledger's does: of two parallel calls of one context the later record
+  stands, which at worst makes a later change ``stale``, never lets one land on bytes
+  the context did not see (the file's own conditional write decides that).
 
 The bytes of observed versions stay in a per-process cache (valid on every replica: bytes
 are keyed by the version they are), so an edit right after a read on the same replica
@@ -39,7 +39,7 @@ import threading
 import time
 from typing import Any
 
-from toolfs.backends import Create, Overwrite, Update, conditions, store_for
+from toolfs.backends import Overwrite, Update, conditions, store_for
 from toolfs.backends.base import Store
 from toolfs.errors import FsError, fs_error
 from toolfs.policy.ledger import Ledger, Observation
@@ -140,10 +140,21 @@ class SharedLedger(Ledger):
                 self._obs[key] = obs
         return obs, blob.version
 
-    def _write(self, key: str, obs: Observation | None,
-               mode: Create | Overwrite | Update) -> None:
+    def _write(self, key: str, obs: Observation | None, expected: FileVersion | None) -> None:
+        """Store ``key``'s entry: on condition that it is still at ``expected`` (the
+        store's ``Update``, one request), or unconditionally (``None``). The latter is
+        the filesystem's own single ``PUT``: the store's unconditional write first
+        checks that no "directory" has the name (two more requests on S3), which an
+        entry name, a digest below the ledger's own prefix, never is."""
         self.where.counted()
-        self.where.store.put(self.entry_path(key), _encode(key, obs), mode)
+        path, data = self.entry_path(key), _encode(key, obs)
+        if expected is not None:
+            self.where.store.put(path, data, Update(expected))
+            return
+        try:
+            self.where.store.fs.pipe_file(path, data)
+        except Exception as exc:  # the filesystem's own error: said in the model's terms
+            raise fs_error("backend_error", f"{path}: {exc}") from exc
 
     # -- the Ledger interface -----------------------------------------------------------
 
@@ -162,7 +173,7 @@ class SharedLedger(Ledger):
         with self._lock:
             self._keep(key, obs, content)
         try:
-            self._write(key, obs, Overwrite())
+            self._write(key, obs, None)
         except FsError as err:
             raise _failed(err, "write") from err
 
@@ -175,7 +186,7 @@ class SharedLedger(Ledger):
         try:
             # Conditional: another replica serving this context may have recorded a
             # newer observation since the fetch; then that one stands.
-            self._write(key, obs, Update(entry_version))
+            self._write(key, obs, entry_version)
         except FsError as err:
             if err.code == "stale":
                 return False
