@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx2
 import pytest
@@ -90,7 +90,7 @@ def test_the_principal_comes_from_the_auth_layer_or_is_anonymous() -> None:
     assert principal_name(_request(**{PRINCIPAL_SCOPE_KEY: Named()})) == "bob"
 
     class Token:
-        claims = {"iss": "https://id.example"}
+        claims: ClassVar[dict[str, str]] = {"iss": "https://id.example"}
         subject = "u-1"
         client_id = "cli"
 

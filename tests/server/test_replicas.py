@@ -127,7 +127,7 @@ async def _race(url: str, agent: int, rounds: int, path: str, tally: _Tally,
                         continue
                     tally.landed.append(tag)
                     done += 1
-        except Exception as exc:  # noqa: BLE001 - a transport failure, counted
+        except Exception as exc:  # a transport failure (its replica died), counted
             tally.transport_errors.append(type(exc).__name__)
             await asyncio.sleep(0.2)
 
