@@ -174,3 +174,13 @@ def test_bench_big_prefix() -> None:
     done = run("bench_big_prefix.py", timeout=300)  # --tiny: 300 objects on moto
     assert_table(done)
     assert "| streamed" in done.stdout and "whole listing first" in done.stdout, done.stdout
+
+
+def test_bench_server() -> None:
+    # Three setups of `toolfs serve` behind haproxy on moto (the replicas' processes take
+    # most of the time to start on a busy machine).
+    done = run("bench_server.py", timeout=600)
+    assert_table(done)
+    assert "|        3 | --ledger " in done.stdout, done.stdout
+    assert re.search(r"\| read +\| +\d+ \| +1 \| PUT +\|", done.stdout), done.stdout
+    assert re.search(r"\| edit +\| +\d+ \| +2 \| GET PUT \|", done.stdout), done.stdout

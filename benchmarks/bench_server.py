@@ -1,0 +1,179 @@
+"""``toolfs serve`` over HTTP: calls per second and latency for 1 and 3 replicas behind
+HAProxy, and what the shared ledger costs in requests, on loopback.
+
+Setups, each ``toolfs serve s3://bucket/root --transport http`` process(es) on the moto
+S3 emulator (one process, single-threaded: every replica's requests queue there), behind
+Debian's ``haproxy`` (round-robin per request, as in tests/server/test_replicas.py):
+
+* ``1 replica, in-process ledger``: the default, the baseline;
+* ``1 replica, --ledger``: observations in the bucket (a hidden ``.toolfs-ledger``);
+* ``3 replicas, --ledger``: any replica serves any call of a context.
+
+Workload: ``--agents`` agents at once (2026-07-28 protocol, each naming its context with
+the ``toolfs-context`` header), each on its own ~4 KB file: read it whole, then edit one
+line (a marker toggled), for ``--seconds`` per setup. The table gives calls per second
+(all agents together) and the median and 99th-percentile latency per call.
+
+The second table counts the requests the emulator received for one read and one edit of
+one agent through the three replicas (so the edit lands on another replica than the
+read), split into the file's own and the ledger's.
+
+Auth: the static bearer token (``--token``). JWT verification (issue 38's OAuth mode) is
+measured by the same loop once ``toolfs serve`` has ``--auth-issuer``; until then its
+rows say so.
+
+Usage: ``python benchmarks/bench_server.py [--tiny] [--seconds S] [--agents N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from _common import machine_facts, markdown_table
+from toolfs.server.contexts import CONTEXT_HEADER
+from toolfs.testing.moto import S3Emulator
+from toolfs.testing.replicas import Replicas, s3_serve_options
+
+TOKEN = "bench-server-token-5c1d9e0f"
+MODERN = "2026-07-28"
+MARK_A, MARK_B = "MARKER_ALPHA_0001", "MARKER_OMEGA_0002"
+
+
+@dataclass
+class Run:
+    latencies: list[float] = field(default_factory=list)
+    errors: int = 0
+
+
+@asynccontextmanager
+async def agent(url: str, context: str) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {TOKEN}", CONTEXT_HEADER: context}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http, \
+            Client(streamable_http_client(url, http_client=http), mode=MODERN) as client:
+        yield client
+
+
+def content() -> str:
+    body = "".join(f"line {i}: some text of a source file, about sixty chars\n"
+                   for i in range(64))
+    return f"{MARK_A}\n{body}"
+
+
+async def work(url: str, name: str, until: float, run: Run) -> None:
+    path = f"bench/{name}.md"
+    async with agent(url, name) as client:
+        made = await client.call_tool("write", {"file_path": path, "content": content()})
+        if made.is_error:
+            raise SystemExit(f"setup write failed: {made.content[0]}")
+        marks = (MARK_A, MARK_B)
+        while time.perf_counter() < until:
+            for tool, args in (("read", {"file_path": path}),
+                               ("edit", {"file_path": path, "old_string": marks[0],
+                                         "new_string": marks[1]})):
+                start = time.perf_counter()
+                out = await client.call_tool(tool, args)
+                run.latencies.append(time.perf_counter() - start)
+                run.errors += bool(out.is_error)
+            marks = (marks[1], marks[0])
+
+
+async def measure(url: str, agents: int, seconds: float) -> tuple[Run, float]:
+    run = Run()
+    # Warm up each replica (imports, connections) before the clock starts.
+    await asyncio.gather(*(work(url, f"warm-{uuid.uuid4().hex[:6]}",
+                                time.perf_counter() + 0.3, Run()) for _ in range(3)))
+    start = time.perf_counter()
+    until = start + seconds
+    await asyncio.gather(*(work(url, f"agent-{i}-{uuid.uuid4().hex[:6]}", until, run)
+                           for i in range(agents)))
+    return run, time.perf_counter() - start
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def requests_per_call(s3: S3Emulator, url: str, bucket: str) -> list[list[object]]:
+    """Requests the emulator saw for one read and one edit through the balancer."""
+    path = f"cost/{uuid.uuid4().hex[:8]}.md"
+    ledger = f"/{bucket}/root/.toolfs-ledger/"
+    rows: list[list[object]] = []
+    async with agent(url, f"cost-{uuid.uuid4().hex[:6]}") as client:
+        await client.call_tool("write", {"file_path": path, "content": content()})
+        for tool, args in (("read", {"file_path": path}),
+                           ("edit", {"file_path": path, "old_string": MARK_A,
+                                     "new_string": MARK_B})):
+            s3.clear_requests()
+            out = await client.call_tool(tool, args)
+            seen = s3.requests()
+            on_ledger = [r for r in seen if r.path.startswith(ledger)]
+            if out.is_error:
+                raise SystemExit(f"{tool} failed: {out.content[0]}")
+            rows.append([tool, len(seen) - len(on_ledger), len(on_ledger),
+                         " ".join(r.method for r in on_ledger) or "-"])
+    return rows
+
+
+def has_oauth() -> bool:
+    done = subprocess.run([sys.executable, "-m", "toolfs", "serve", "--help"],
+                          capture_output=True, text=True, check=False)
+    return "--auth-issuer" in done.stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true", help="a smoke run: 1 s per setup")
+    parser.add_argument("--seconds", type=float, default=10.0, help="per setup (default 10)")
+    parser.add_argument("--agents", type=int, default=4, help="agents at once (default 4)")
+    args = parser.parse_args()
+    seconds, agents = (1.0, 2) if args.tiny else (args.seconds, args.agents)
+
+    rows: list[list[object]] = []
+    cost: list[list[object]] = []
+    with S3Emulator() as s3:
+        bucket = f"bench-server-{uuid.uuid4().hex[:6]}"
+        s3.create_bucket(bucket)
+        options = s3_serve_options(s3.s3fs_storage_options())
+        url = f"s3://{bucket}/root"
+        setups = [("1", "in-process", 1, []),
+                  ("1", "--ledger", 1, ["--ledger", url]),
+                  ("3", "--ledger", 3, ["--ledger", url])]
+        for replicas, ledger, count, extra in setups:
+            with Replicas(url, token=TOKEN, count=count, args=[*extra, *options]) as cluster:
+                run, elapsed = asyncio.run(measure(cluster.url, agents, seconds))
+                if run.errors:
+                    raise SystemExit(f"{run.errors} calls failed ({replicas}, {ledger})")
+                ms = [x * 1000 for x in run.latencies]
+                rows.append([replicas, ledger, "static token", agents, len(ms),
+                             f"{len(ms) / elapsed:.1f}", f"{statistics.median(ms):.1f}",
+                             f"{percentile(ms, 0.99):.1f}"])
+                if count == 3:
+                    cost = asyncio.run(requests_per_call(s3, cluster.url, bucket))
+    jwt = ("measured by the auth branch's setup" if has_oauth() else
+           "not measured: this build's `toolfs serve` has no --auth-issuer yet")
+    print(f"## toolfs serve over HTTP, {agents} agents, {seconds:g} s per setup\n")
+    print(markdown_table(["replicas", "ledger", "auth", "agents", "calls", "calls/s",
+                          "p50 ms", "p99 ms"], rows))
+    print(f"\nJWT verification: {jwt}.\n")
+    print("## Requests per call at the S3 emulator (3 replicas, --ledger)\n")
+    print(markdown_table(["call", "file requests", "ledger requests", "ledger"], cost))
+    print(f"\n{machine_facts()}")
+
+
+if __name__ == "__main__":
+    main()
