@@ -37,7 +37,6 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx2
 from mcp import Client
@@ -73,14 +72,21 @@ def content() -> str:
     return f"{MARK_A}\n{body}"
 
 
-async def work(url: str, name: str, until: float, run: Run) -> None:
+async def work(url: str, name: str, seconds: float, run: Run, ready: asyncio.Barrier,
+               clock: list[float]) -> None:
+    """One agent: made and its file written before the clock starts (``ready``), then
+    read-and-edit cycles for ``seconds`` (at least one)."""
     path = f"bench/{name}.md"
     async with agent(url, name) as client:
         made = await client.call_tool("write", {"file_path": path, "content": content()})
         if made.is_error:
             raise SystemExit(f"setup write failed: {made.content[0]}")
+        if await ready.wait() == 0:
+            clock.append(time.perf_counter())
+        await ready.wait()
+        until = clock[0] + seconds
         marks = (MARK_A, MARK_B)
-        while time.perf_counter() < until:
+        while True:
             for tool, args in (("read", {"file_path": path}),
                                ("edit", {"file_path": path, "old_string": marks[0],
                                          "new_string": marks[1]})):
@@ -89,18 +95,21 @@ async def work(url: str, name: str, until: float, run: Run) -> None:
                 run.latencies.append(time.perf_counter() - start)
                 run.errors += bool(out.is_error)
             marks = (marks[1], marks[0])
+            if time.perf_counter() >= until:
+                break
 
 
 async def measure(url: str, agents: int, seconds: float) -> tuple[Run, float]:
-    run = Run()
-    # Warm up each replica (imports, connections) before the clock starts.
-    await asyncio.gather(*(work(url, f"warm-{uuid.uuid4().hex[:6]}",
-                                time.perf_counter() + 0.3, Run()) for _ in range(3)))
-    start = time.perf_counter()
-    until = start + seconds
-    await asyncio.gather(*(work(url, f"agent-{i}-{uuid.uuid4().hex[:6]}", until, run)
-                           for i in range(agents)))
-    return run, time.perf_counter() - start
+    """Warm every replica up (imports, connections), then the agents at once."""
+    for _ in range(2):
+        warm, started = asyncio.Barrier(3), list[float]()
+        await asyncio.gather(*(work(url, f"warm-{uuid.uuid4().hex[:6]}", 0.0, Run(), warm,
+                                    started) for _ in range(3)))
+    run, clock = Run(), list[float]()
+    ready = asyncio.Barrier(agents)
+    await asyncio.gather(*(work(url, f"agent-{i}-{uuid.uuid4().hex[:6]}", seconds, run,
+                                ready, clock) for i in range(agents)))
+    return run, time.perf_counter() - clock[0]
 
 
 def percentile(values: list[float], q: float) -> float:
