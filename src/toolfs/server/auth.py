@@ -7,7 +7,7 @@ Every verifier here is a :class:`mcp.server.auth.provider.TokenVerifier`; the SD
 serve the RFC 9728 protected-resource metadata.
 
 * :class:`JwtVerifier`: JWT access tokens checked against the issuer's JWKS with PyJWT
-  (signature, ``iss``, ``aud`` = this server per RFC 8707, ``exp``/``nbf``); only the
+  (signature, ``iss``, ``aud`` = this server per RFC 8707, ``exp``, ``nbf``); only the
   asymmetric algorithms of :data:`ASYMMETRIC_ALGORITHMS`, never ``none`` or HMAC. Keys are
   cached and fetched again when a token names an unknown ``kid`` (at most once per
   ``min_refresh_interval``).
@@ -50,7 +50,7 @@ and the HMAC family (whose "key" would be the issuer's public key: algorithm con
 are refused before any key is looked at."""
 _KTY_OF = {"RS": "RSA", "PS": "RSA", "ES": "EC", "Ed": "OKP"}
 DEFAULT_LEEWAY = 30.0
-"""Seconds of clock skew allowed on ``exp`` and ``nbf``."""
+"""Seconds of clock skew allowed on ``nbf`` (``exp`` is strict: the SDK's check is)."""
 DEFAULT_CACHE_SIZE = 10_000
 HTTP_TIMEOUT = 10.0
 
@@ -172,6 +172,7 @@ class JwksCache:
         self._clock = clock
         self._keys: dict[str | None, dict[str, Any]] = {}
         self._fetched_at: float | None = None
+        self._unknown_kid_at: float | None = None
         self._lock: asyncio.Lock | None = None
         self._lock_loop: asyncio.AbstractEventLoop | None = None
         self.fetches = 0
@@ -208,16 +209,21 @@ class JwksCache:
 
     async def key(self, kid: str | None) -> dict[str, Any] | None:
         """The JWK named ``kid`` (or the only key, for a token without ``kid``)."""
-        now = self._clock()
-        stale = self._fetched_at is None or now - self._fetched_at > self.max_age
         found = self._lookup(kid)
+        stale = self._fetched_at is None or self._clock() - self._fetched_at > self.max_age
         if found is not None and not stale:
             return found
         async with self._the_lock():
             found = self._lookup(kid)
-            recent = (self._fetched_at is not None
-                      and self._clock() - self._fetched_at < self.min_refresh_interval)
-            if (found is None or stale) and not recent:
+            stale = self._fetched_at is None or self._clock() - self._fetched_at > self.max_age
+            # An unknown kid refreshes at most once per interval: made-up kids cannot
+            # make the server hammer the issuer. The fetch at start does not count, so a
+            # key rotated in just after it is found at once.
+            limited = (self._unknown_kid_at is not None
+                       and self._clock() - self._unknown_kid_at < self.min_refresh_interval)
+            if stale or (found is None and not limited):
+                if found is None:
+                    self._unknown_kid_at = self._clock()
                 try:
                     await self.refresh()
                 except Exception as exc:
@@ -329,10 +335,18 @@ class JwtVerifier(TokenVerifier):
         # The key is bound to one algorithm (PyJWK): the JWK's own, or the header's when
         # the JWK names none and its type fits.
         key = jwt.PyJWK(jwk, algorithm=None if "alg" in jwk else str(alg))
+        # exp strictly (the SDK refuses an expired token in any case), nbf with leeway
+        # for an issuer whose clock runs ahead.
         claims: dict[str, Any] = jwt.decode(
             token, key, algorithms=list(self.algorithms), audience=self.audience,
-            issuer=self.issuer, leeway=self.leeway,
-            options={"require": ["exp", "iss", "aud"], "verify_signature": True})
+            issuer=self.issuer,
+            options={"require": ["exp", "iss", "aud"], "verify_signature": True,
+                     "verify_nbf": False})
+        nbf = claims.get("nbf")
+        if nbf is not None and (not isinstance(nbf, int | float)
+                                or nbf > time.time() + self.leeway):
+            logger.info("bearer token refused: not valid before %r", nbf)
+            return None
         return _access_token(token, claims, self.resource)
 
 

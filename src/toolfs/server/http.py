@@ -23,7 +23,6 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.routes import build_resource_metadata_url
 from mcp.server.auth.settings import AuthSettings
-from pydantic import AnyHttpUrl
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolfs.server.auth import (
@@ -93,14 +92,15 @@ def resource_server(*, resource: str | None, issuer: str | None = None,
     with warnings.catch_warnings():
         # validate_token_resource is given; the SDK warns only when it is left unset.
         warnings.simplefilter("ignore")
-        settings = AuthSettings(
+        # Strings, not AnyHttpUrl: the settings model keeps a path-less URL as given (no
+        # trailing slash), and an issuer is compared as an exact string (RFC 8414).
+        settings = AuthSettings.model_validate({
             # Without an issuer there is no OAuth metadata to serve: the SDK still wants
             # a URL here, which is then never shown.
-            issuer_url=AnyHttpUrl(issuer or resource or "http://127.0.0.1"),
-            resource_server_url=AnyHttpUrl(resource) if issuer is not None and resource
-            else None,
-            required_scopes=list(required_scopes) or None,
-            validate_token_resource=issuer is not None and resource is not None)
+            "issuer_url": issuer or resource or "http://127.0.0.1",
+            "resource_server_url": resource if issuer is not None else None,
+            "required_scopes": list(required_scopes) or None,
+            "validate_token_resource": issuer is not None and resource is not None})
     verifier = verifiers[0] if len(verifiers) == 1 else ChainVerifier(verifiers)
     return ResourceServer(settings, verifier)
 
