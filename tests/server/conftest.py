@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -23,6 +24,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 import toolfs
+from tests.contract.test_confinement_and_deny import DENY
 from toolfs.server.auth import sha256_hex
 from toolfs.testing.oauth_issuer import OAuthIssuer
 
@@ -45,6 +47,7 @@ name = "bob"
 match = {{ sub = "bob" }}
 root = "teams/bob"
 scopes = ["files:read", "files:write"]
+deny = {deny}
 
 [[principal]]
 name = "readers"
@@ -162,7 +165,8 @@ def served(issuer: OAuthIssuer, tmp_path_factory: pytest.TempPathFactory) -> Ite
     root = base / "root"
     make_tree(root)
     principals = base / "principals.toml"
-    principals.write_text(PRINCIPALS.format(static=sha256_hex(STATIC_TOKEN)))
+    principals.write_text(PRINCIPALS.format(static=sha256_hex(STATIC_TOKEN),
+                                            deny=json.dumps(DENY)))
     audit = base / "audit.jsonl"
     port = free_port()
     resource = f"http://127.0.0.1:{port}/mcp"
