@@ -137,7 +137,8 @@ def running_server(args: list[str], env: dict[str, str] | None = None
     if not match:
         proc.kill()
         raise AssertionError(first + proc.stderr.read())
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")),
+    stderr = proc.stderr
+    reader = threading.Thread(target=lambda: lines.extend(iter(stderr.readline, "")),
                               daemon=True)
     reader.start()
     try:

@@ -25,6 +25,7 @@ from mcp.shared.auth import (
     OAuthClientMetadata,
     OAuthToken,
 )
+from pydantic import AnyUrl
 
 from tests.server.conftest import Served, bearer_client, free_port, uvicorn_thread
 from toolfs.integrations.mcp_server import ToolfsMCP
@@ -165,7 +166,7 @@ async def test_the_sdk_client_signs_in_with_authorization_code_and_pkce(served: 
     storage = _Memory()
     provider = OAuthClientProvider(
         served.url,
-        OAuthClientMetadata(redirect_uris=[redirect_uri], client_name="toolfs-tests",
+        OAuthClientMetadata(redirect_uris=[AnyUrl(redirect_uri)], client_name="toolfs-tests",
                             grant_types=["authorization_code", "refresh_token"],
                             response_types=["code"], scope="files:read files:write"),
         storage, redirect_handler=redirect_handler, callback_handler=callback_handler)

@@ -20,6 +20,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -302,6 +303,7 @@ def _serve(args: argparse.Namespace) -> int:
     token = args.token or os.environ.get(TOKEN_ENV) or None
     redact = Redactor.for_options(options, token, os.environ.get(INTROSPECTION_SECRET_ENV))
     oauth = args.auth_issuer is not None or args.principals is not None
+    _check_auth_args(args)
     if args.transport == "http" and not token and not oauth:
         raise UsageError(f"--transport http needs a bearer token: pass --token or set "
                          f"{TOKEN_ENV} (or --auth-issuer / --principals)")
@@ -311,7 +313,6 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError("--max-sessions applies to --transport http only")
     if args.max_sessions is not None and args.max_sessions < 1:
         raise UsageError("--max-sessions must be at least 1")
-    _check_auth_args(args)
 
     from toolfs.integrations.mcp_server import (
         DEFAULT_MAX_SESSIONS,
@@ -350,6 +351,10 @@ def _serve(args: argparse.Namespace) -> int:
                 print(f"toolfs: serving {redact.message(workspace.url)} over MCP at {url} "
                       f"({how})", file=sys.stderr, flush=True)
 
+            if rooms is not None and rooms.audit is not None:
+                # uvicorn re-raises SIGTERM once it has shut down; as an exception here
+                # it lets the audit sink write the lines it holds (finally below).
+                signal.signal(signal.SIGTERM, _exit_on_signal)
             server.serve_http(token=None if auth is not None else token or "",
                               host=args.host or "127.0.0.1",
                               port=DEFAULT_PORT if args.port is None else args.port,
@@ -359,6 +364,10 @@ def _serve(args: argparse.Namespace) -> int:
         if rooms is not None:
             rooms.close()
     return 0
+
+
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _check_auth_args(args: argparse.Namespace) -> None:

@@ -102,13 +102,15 @@ class ObjectStoreSink:
     """Lines batched into new objects under ``url`` (see the module docstring)."""
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None, *,
-                 flush_seconds: float = 5.0, batch_lines: int = 1000) -> None:
+                 flush_seconds: float = 5.0, batch_lines: int = 1000,
+                 fs: Any = None) -> None:
         from fsspec.core import url_to_fs
 
         from toolfs.backends import store_for
 
         self.url = url
-        fs, prefix = url_to_fs(url, **(storage_options or {}))
+        # ``fs``: a filesystem already made, ``url`` then being its own path.
+        fs, prefix = (fs, url) if fs is not None else url_to_fs(url, **(storage_options or {}))
         self.prefix = prefix.rstrip("/")
         self._store = store_for(fs)
         self.flush_seconds = flush_seconds

@@ -217,19 +217,26 @@ def parse_principals(text: str, *, source: str = "principals.toml",
         raise PrincipalsError(f"not valid TOML: {getattr(exc, 'msg', exc)}", path=source,
                               line=line) from None
     tables = _table_lines(text)
+    unknown = [k for k in data if k != "principal"]
+    if unknown:
+        line, _ = _locate(text, tables, (unknown[0],), data)
+        raise PrincipalsError(f"{unknown[0]}: unknown key (the file holds [[principal]] "
+                              "tables only)", path=source, line=line)
     try:
         parsed = _File.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
         loc = error["loc"]
         line, where = _locate(text, tables, loc, data)
-        field = ".".join(str(p) for p in loc[2:] if not isinstance(p, int)) or "principal"
+        field = ".".join(str(p) for p in loc[2:] if not isinstance(p, int))
+        field = field or ("principal" if len(loc) < 2 else "")
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = "unknown key"
         elif error["type"] == "missing":
             message = "missing"
-        raise PrincipalsError(f"{where}{field}: {message}", path=source, line=line) from None
+        shown = f"{field}: " if field else ""
+        raise PrincipalsError(f"{where}{shown}{message}", path=source, line=line) from None
     seen: dict[str, int] = {}
     for index, p in enumerate(parsed.principal):
         if p.name in seen:
@@ -285,8 +292,10 @@ def _locate(text: str, tables: list[int], loc: tuple[int | str, ...],
     name = (entries[index].get("name") if isinstance(entries, list) and index < len(entries)
             and isinstance(entries[index], dict) else None)
     shown = f" ({name!r})" if isinstance(name, str) else ""
-    key = str(loc[2]) if len(loc) > 2 else "name"
-    return _key_line(text, tables, index, key), f"[[principal]] #{index + 1}{shown}: "
+    if len(loc) < 3:  # the table as a whole (which keys go together): its header
+        line = tables[index] if index < len(tables) else None
+        return line, f"[[principal]] #{index + 1}{shown}: "
+    return _key_line(text, tables, index, str(loc[2])), f"[[principal]] #{index + 1}{shown}: "
 
 
 def _line_of_message(message: str) -> int | None:

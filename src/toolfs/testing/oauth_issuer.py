@@ -150,7 +150,7 @@ class OAuthIssuer:
             "token_endpoint_auth_method": "client_secret_basic", "scope": scope,
             "client_id_issued_at": int(time.time()),
         }
-        self.clients[client["client_id"]] = client
+        self.clients[str(client["client_id"])] = client
         return client
 
     def claims(self, *, sub: str, aud: str | list[str] | None, client_id: str,
