@@ -174,3 +174,9 @@ def test_bench_big_prefix() -> None:
     done = run("bench_big_prefix.py", timeout=300)  # --tiny: 300 objects on moto
     assert_table(done)
     assert "| streamed" in done.stdout and "whole listing first" in done.stdout, done.stdout
+
+
+def test_bench_auth() -> None:
+    done = run("bench_auth.py", timeout=180)
+    assert_table(done)
+    assert "| JWT seen before (cache hit)" in done.stdout and "| OAuth JWT" in done.stdout

@@ -272,7 +272,8 @@ class ToolfsMCP:
 
     async def _call_tool(self, ctx: ServerRequestContext[Any],
                          params: types.CallToolRequestParams) -> types.CallToolResult:
-        enabled = self._enabled if self.rooms is None else self._room(ctx).tools
+        enabled = (self._enabled if self.rooms is None
+                   else self._enabled.intersection(self._room(ctx).tools))
         if params.name not in enabled:
             # MCP reports an unknown tool as a protocol error; bad arguments are tool errors.
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name[:50]!r}")

@@ -454,6 +454,7 @@ class StaticTokenVerifier(TokenVerifier):
     def __init__(self, hashes: dict[str, str], resource: str | None = None) -> None:
         self._hashes = [(bytes.fromhex(h), name) for h, name in hashes.items()]
         self.resource = resource
+        self._known: dict[bytes, AccessToken] = {}
 
     async def prepare(self) -> None:
         """Nothing to fetch."""
@@ -466,8 +467,12 @@ class StaticTokenVerifier(TokenVerifier):
                 found = name
         if found is None:
             return None
-        access = static_token(found)
-        return access.model_copy(update={"token": token, "resource": self.resource})
+        access = self._known.get(digest)
+        if access is None:  # made once per token: later calls cost the hash and compares
+            access = static_token(found).model_copy(
+                update={"token": token, "resource": self.resource})
+            self._known[digest] = access
+        return access
 
 
 class ChainVerifier(TokenVerifier):
