@@ -183,3 +183,72 @@ async def test_every_change_is_one_audit_line_without_content_or_tokens(
     assert set().union(*(r.keys() for r in lines)) <= {
         "time", "event", "principal", "iss", "sub", "client_id", "context", "tool",
         "operation", "path", "version_before", "version_after", "reason"}
+
+
+@pytest.mark.anyio
+async def test_parallel_sessions_each_get_their_audit_lines(served: Served) -> None:
+    """Eight agents of one principal write at once: eight contexts, eight lines, each
+    whole (the sink takes lines from the tools' worker threads)."""
+    import anyio
+
+    token = served.token("bob", client_id="swarm")
+
+    async def agent(n: int) -> None:
+        async with bearer_client(served.url, token) as client:
+            out = await client.call_tool("write", {"file_path": f"swarm/{n}.txt",
+                                                   "content": f"{n}\n"})
+            assert _code(out) is None, _text(out)
+
+    async with anyio.create_task_group() as group:
+        for n in range(8):
+            group.start_soon(agent, n)
+    lines = [json.loads(line) for line in served.audit.read_text().splitlines()]
+    swarm = [r for r in lines if r["client_id"] == "swarm" and r["event"] == "written"]
+    assert sorted(r["path"] for r in swarm) == [f"teams/bob/swarm/{n}.txt" for n in range(8)]
+    assert len({r["context"] for r in swarm}) == 8
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("backend", ["s3"], indirect=True)
+async def test_rooms_on_an_object_store_keep_principals_apart(backend: Any) -> None:
+    """The same rooms over S3 (moto), served in process with static tokens only (no
+    issuer: no metadata, 401 without resource_metadata)."""
+    import httpx2
+
+    from tests.server.conftest import free_port, uvicorn_thread
+    from toolfs.integrations.mcp_server import ToolfsMCP
+    from toolfs.server.auth import sha256_hex
+    from toolfs.server.http import resource_server
+    from toolfs.server.principals import parse_principals
+    from toolfs.server.rooms import Rooms
+    from toolfs.workspace import AsyncWorkspace, Workspace
+
+    backend.put("teams/alice/notes.txt", b"alice\n")
+    backend.put("teams/bob/secret.txt", SECRET_TEXT.encode())
+    backend.put("teams/alice-old/leak.txt", SECRET_TEXT.encode())
+    tokens = {"alice": "alice-static-token-0123456789", "bob": "bob-static-token-0123456789"}
+    principals = parse_principals("\n".join(
+        f'[[principal]]\nname = "{n}"\nmatch = {{ token_sha256 = "{sha256_hex(t)}" }}\n'
+        f'root = "teams/{n}"\nscopes = ["files:read", "files:write"]\n'
+        for n, t in tokens.items()))
+    tools = ("read", "write", "edit", "glob", "grep", "ls")
+    base = AsyncWorkspace(Workspace(backend.fs, root=backend.root))
+    rooms = Rooms(base, tools, principals=principals,
+                  factory=Rooms.factory_of(backend.fs, root=backend.root))
+    auth = resource_server(resource=None, static_hashes=principals.static_hashes())
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    app = ToolfsMCP(base, tools=tools, rooms=rooms).http_app(auth=auth)
+    with uvicorn_thread(app, port):
+        refused = httpx2.post(url, json={}, headers={"Authorization": "Bearer nope"})
+        assert refused.status_code == 401
+        assert "resource_metadata" not in refused.headers["www-authenticate"]
+        async with bearer_client(url, tokens["alice"]) as alice:
+            for path, why in [*ATTACKS, ("../bob/secret.txt", "B's file"),
+                              ("../alice-old/leak.txt", "sibling prefix")]:
+                for tool, args in _calls_on(path)[:3]:
+                    result = await alice.call_tool(tool, args)
+                    assert _code(result) == "outside_root", (tool, path, why, _text(result))
+            listing = await alice.call_tool("glob", {"pattern": "**/*"})
+            assert "notes.txt" in _text(listing) and "secret" not in _text(listing)
+    assert backend.get("teams/bob/secret.txt") == SECRET_TEXT.encode()
