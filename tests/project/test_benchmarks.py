@@ -184,3 +184,9 @@ def test_bench_server() -> None:
     assert "|        3 | --ledger " in done.stdout, done.stdout
     assert re.search(r"\| read +\| +\d+ \| +1 \| PUT +\|", done.stdout), done.stdout
     assert re.search(r"\| edit +\| +\d+ \| +2 \| GET PUT \|", done.stdout), done.stdout
+
+
+def test_bench_auth() -> None:
+    done = run("bench_auth.py", timeout=180)
+    assert_table(done)
+    assert "| JWT seen before (cache hit)" in done.stdout and "| OAuth JWT" in done.stdout

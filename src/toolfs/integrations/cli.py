@@ -15,18 +15,26 @@ for a failure while running; credentials never appear in them.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from toolfs.deadline import DEFAULT_TIMEOUT
 from toolfs.redact import Redactor, is_credential_name
 
+if TYPE_CHECKING:
+    from toolfs.server.http import ResourceServer
+    from toolfs.server.rooms import Rooms
+    from toolfs.workspace import Workspace
+
 TOKEN_ENV = "TOOLFS_TOKEN"
+INTROSPECTION_SECRET_ENV = "TOOLFS_INTROSPECTION_SECRET"
 FORMATS = ("json_schema", "openai", "openai_responses", "anthropic", "mcp")
 
 
@@ -182,6 +190,37 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                        help="each tool call ends by then, every request and retry in it "
                        f"(default: {DEFAULT_TIMEOUT:g}; 'none': no deadline)")
+    # Many remote agents (docs/server.md): OAuth, a room per principal, an audit trail.
+    auth = serve.add_argument_group("OAuth and principals (HTTP; see docs/server.md)")
+    auth.add_argument("--auth-issuer", metavar="ISSUER",
+                      help="accept OAuth access tokens of this issuer (its exact iss)")
+    auth.add_argument("--resource", metavar="URL",
+                      help="this server's public URL, e.g. https://files.example.com/mcp: "
+                      "the audience tokens must be issued for (RFC 8707), and where the "
+                      "protected-resource metadata names it")
+    auth.add_argument("--jwks-url", metavar="URL",
+                      help="the issuer's JWKS (default: from its metadata)")
+    auth.add_argument("--introspection-url", metavar="URL",
+                      help="check opaque tokens with RFC 7662 introspection here instead")
+    auth.add_argument("--introspection-client-id", metavar="ID",
+                      help="this server's client id at the introspection endpoint (secret: "
+                      f"${INTROSPECTION_SECRET_ENV})")
+    auth.add_argument("--audience", metavar="AUD",
+                      help="the aud tokens must carry when the issuer cannot put --resource "
+                      "there (default: --resource)")
+    auth.add_argument("--required-scope", metavar="SCOPE", action="append", default=[],
+                      help="refuse tokens without this scope (403 insufficient_scope; "
+                      "repeatable)")
+    auth.add_argument("--principals", metavar="FILE",
+                      help="a room per principal: root, scopes, deny, on_stale (TOML)")
+    auth.add_argument("--groups-claim", metavar="CLAIM", default="groups",
+                      help="the token claim a principal's groups match reads (default: "
+                      "groups)")
+    auth.add_argument("--audit", metavar="PATH_OR_URL",
+                      help="append every change as a JSON line to this file, or batch "
+                      "lines into new objects under this fsspec URL")
+    auth.add_argument("--audit-reads", action="store_true",
+                      help="with --audit: every read too")
     serve.set_defaults(command=_serve, name="serve")
     return parser
 
@@ -267,10 +306,12 @@ def _discover(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     options = dict(args.option)
     token = args.token or os.environ.get(TOKEN_ENV) or None
-    redact = Redactor.for_options(options, token)
-    if args.transport == "http" and not token:
+    redact = Redactor.for_options(options, token, os.environ.get(INTROSPECTION_SECRET_ENV))
+    oauth = args.auth_issuer is not None or args.principals is not None
+    _check_auth_args(args)
+    if args.transport == "http" and not token and not oauth:
         raise UsageError(f"--transport http needs a bearer token: pass --token or set "
-                         f"{TOKEN_ENV}")
+                         f"{TOKEN_ENV} (or --auth-issuer / --principals)")
     if args.transport == "stdio" and (args.host, args.port, args.token) != (None, None, None):
         raise UsageError("--host, --port and --token apply to --transport http only")
     if args.transport == "stdio" and args.max_sessions is not None:
@@ -287,9 +328,9 @@ def _serve(args: argparse.Namespace) -> int:
         check_token,
     )
 
-    if args.transport == "http":
+    if args.transport == "http" and token is not None:
         try:
-            check_token(token or "")
+            check_token(token)
         except ValueError as exc:
             source = "--token" if args.token else TOKEN_ENV
             raise UsageError(f"{source}: {exc}") from None
@@ -304,21 +345,37 @@ def _serve(args: argparse.Namespace) -> int:
                           policy=Policy(on_stale=args.on_stale),
                           trust_conditions=args.trust_conditions, timeout=args.timeout)
     workspace.check_root()  # a missing bucket is said now, not on every call
-    shared = AsyncWorkspace(workspace)
-    server = ToolfsMCP(shared, redact=redact, tools=args.tools,
-                       contexts=ServerContexts(shared, ledger=ledger))
-    with _log_to_stderr(redact):
-        if args.transport == "stdio":
-            server.serve_stdio()
-            return 0
+    # The principals' rooms hide the ledger as the server's root does.
+    args.deny = [*args.deny, *hidden]
+    rooms, auth = _rooms_and_auth(args, workspace, options, token)
+    served = AsyncWorkspace(workspace) if rooms is None else rooms.default
+    server = ToolfsMCP(served, redact=redact, tools=args.tools, rooms=rooms,
+                       contexts=ServerContexts(served, ledger=ledger))
+    try:
+        with _log_to_stderr(redact):
+            if args.transport == "stdio":
+                server.serve_stdio()
+                return 0
 
-        def ready(url: str) -> None:
-            print(f"toolfs: serving {redact.message(workspace.url)} over MCP at {url} "
-                  "(Authorization: Bearer <token>)", file=sys.stderr, flush=True)
+            def ready(url: str) -> None:
+                how = ("Authorization: Bearer <token>" if auth is None else
+                       f"OAuth, issuer {args.auth_issuer}" if args.auth_issuer else
+                       "static tokens of the principals file")
+                print(f"toolfs: serving {redact.message(workspace.url)} over MCP at {url} "
+                      f"({how})", file=sys.stderr, flush=True)
 
-        server.serve_http(token=token or "", host=args.host or "127.0.0.1",
-                          port=DEFAULT_PORT if args.port is None else args.port,
-                          max_sessions=args.max_sessions or DEFAULT_MAX_SESSIONS, ready=ready)
+            if rooms is not None and rooms.audit is not None:
+                # uvicorn re-raises SIGTERM once it has shut down; as an exception here
+                # it lets the audit sink write the lines it holds (finally below).
+                signal.signal(signal.SIGTERM, _exit_on_signal)
+            server.serve_http(token=None if auth is not None else token or "",
+                              host=args.host or "127.0.0.1",
+                              port=DEFAULT_PORT if args.port is None else args.port,
+                              max_sessions=args.max_sessions or DEFAULT_MAX_SESSIONS,
+                              ready=ready, auth=auth)
+    finally:
+        if rooms is not None:
+            rooms.close()
     return 0
 
 
@@ -343,6 +400,99 @@ def _open_ledger(url: str, root: str | None, ledger_url: str,
         # Anchored at the root: the ledger's entries are neither listed, read nor written.
         hidden = ("/" + where[len(served) + 1:],)
     return open_ledger_store(ledger_url, options), hidden
+
+
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _check_auth_args(args: argparse.Namespace) -> None:
+    """The OAuth, principals and audit options that go together (usage errors)."""
+    http_only = {"--auth-issuer": args.auth_issuer, "--resource": args.resource,
+                 "--jwks-url": args.jwks_url, "--introspection-url": args.introspection_url,
+                 "--introspection-client-id": args.introspection_client_id,
+                 "--audience": args.audience, "--principals": args.principals,
+                 "--required-scope": args.required_scope or None}
+    given = [name for name, value in http_only.items() if value is not None]
+    if args.transport == "stdio" and given:
+        raise UsageError(f"{given[0]} applies to --transport http only")
+    if args.auth_issuer is None:
+        needs = [n for n in ("--resource", "--jwks-url", "--introspection-url",
+                             "--introspection-client-id", "--audience")
+                 if http_only[n] is not None]
+        if needs:
+            raise UsageError(f"{needs[0]} needs --auth-issuer")
+    elif args.resource is None:
+        raise UsageError("--auth-issuer needs --resource (this server's URL: the audience "
+                         "its tokens are issued for)")
+    if args.jwks_url is not None and args.introspection_url is not None:
+        raise UsageError("give --jwks-url or --introspection-url, not both")
+    if args.principals is not None and args.token:
+        raise UsageError("with --principals, give each static token as a principal's "
+                         "match = { token_sha256 = \"...\" } instead of --token")
+    if args.audit_reads and args.audit is None:
+        raise UsageError("--audit-reads needs --audit")
+
+
+def _rooms_and_auth(args: argparse.Namespace, workspace: Workspace, options: dict[str, Any],
+                    token: str | None) -> tuple[Rooms | None, ResourceServer | None]:
+    """The rooms (principals, audit) and the resource server of ``toolfs serve``, or
+    ``None`` for what is not asked for."""
+    from toolfs.server.auth import AuthConfigError, sha256_hex
+    from toolfs.server.principals import PrincipalsError, load_principals
+
+    principals = None
+    if args.principals is not None:
+        try:
+            principals = load_principals(args.principals, groups_claim=args.groups_claim)
+        except PrincipalsError as exc:
+            raise UsageError(f"--principals {exc}") from None
+        by_claims = [p.name for p in principals.principals if p.match.token_sha256 is None]
+        if by_claims and args.auth_issuer is None:
+            raise UsageError(f"--principals: principal {by_claims[0]!r} is matched by token "
+                             "claims, which needs --auth-issuer")
+    auth = None
+    if args.transport == "http" and (args.auth_issuer is not None or principals is not None):
+        from toolfs.server.http import resource_server
+
+        hashes = principals.static_hashes() if principals is not None else {}
+        if token is not None and principals is None:  # --token beside OAuth: one room
+            hashes = {sha256_hex(token): "*"}
+        try:
+            auth = resource_server(
+                resource=args.resource, issuer=args.auth_issuer, jwks_url=args.jwks_url,
+                introspection_url=args.introspection_url, audience=args.audience,
+                required_scopes=tuple(args.required_scope), static_hashes=hashes,
+                introspection_client_id=args.introspection_client_id,
+                introspection_client_secret=os.environ.get(INTROSPECTION_SECRET_ENV))
+            asyncio.run(auth.prepare())  # a wrong issuer or JWKS URL is said now
+        except AuthConfigError as exc:
+            raise UsageError(str(exc)) from None
+    if principals is None and args.audit is None:
+        return None, auth
+
+    from toolfs.server.audit import open_audit
+    from toolfs.server.rooms import Rooms
+    from toolfs.workspace import AsyncWorkspace
+
+    sink = None
+    if args.audit is not None:
+        same_store = args.audit.partition("://")[0] == args.url.partition("://")[0]
+        sink = open_audit(args.audit, options if same_store else None)
+    factory = None if principals is None else Rooms.factory_of(
+        args.url, options or None, root=args.root, deny=tuple(args.deny),
+        read_only=args.read_only, on_stale=args.on_stale,
+        trust_conditions=args.trust_conditions, timeout=args.timeout)
+    tools = args.tools or tuple(t["name"] for t in _default_tools())
+    rooms = Rooms(AsyncWorkspace(workspace), tools, principals=principals, factory=factory,
+                  audit=sink, audit_reads=args.audit_reads)
+    return rooms, auth
+
+
+def _default_tools() -> list[dict[str, Any]]:
+    from toolfs.schemas import tool_definitions
+
+    return tool_definitions("mcp", None)
 
 
 @contextlib.contextmanager

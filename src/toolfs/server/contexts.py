@@ -142,26 +142,34 @@ class ServerContexts:
         self._kept: OrderedDict[ContextKey, AsyncWorkspace] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: ContextKey) -> AsyncWorkspace:
-        """The context of ``key``, made on first use and kept (up to ``limit``)."""
+    def get(self, key: ContextKey, *,
+            make: Callable[[], AsyncWorkspace] | None = None) -> AsyncWorkspace:
+        """The context of ``key``, made on first use (by ``make``, see :meth:`open`) and
+        kept (up to ``limit``)."""
         with self._lock:
             context = self._kept.get(key)
             if context is not None:
                 self._kept.move_to_end(key)
                 return context
-            context = self.open(key, cache_bytes=self.cache_bytes)
+            context = self.open(key, cache_bytes=self.cache_bytes, make=make)
             self._kept[key] = context
             while len(self._kept) > self.limit:
                 self._kept.popitem(last=False)
             return context
 
-    def open(self, key: ContextKey, *, cache_bytes: int | None = None) -> AsyncWorkspace:
+    def open(self, key: ContextKey, *, cache_bytes: int | None = None,
+             make: Callable[[], AsyncWorkspace] | None = None) -> AsyncWorkspace:
         """A new context for ``key`` that the caller owns (an MCP session's, closed with
         it), caching up to ``cache_bytes`` of content (default: the workspace's); not
-        kept here."""
-        overrides: dict[str, Any] = {} if cache_bytes is None else {"cache_bytes": cache_bytes}
-        context = self.workspace.new_context(
-            context_id=key.id, subscribers=[_forwarder(self.workspace.sync)], **overrides)
+        kept here. ``make`` builds it instead of this server's workspace (a principal's
+        room, with its audit subscriber); its ledger is still the shared one, if any."""
+        if make is not None:
+            context = make()
+        else:
+            overrides: dict[str, Any] = ({} if cache_bytes is None
+                                         else {"cache_bytes": cache_bytes})
+            context = self.workspace.new_context(
+                context_id=key.id, subscribers=[_forwarder(self.workspace.sync)], **overrides)
         if self.ledger is not None:
             # The policy reads and writes observations through this attribute only.
             context.sync.fs.ledger = self.ledger.ledger(
