@@ -18,11 +18,15 @@ The second table counts the requests the emulator received for one read and one 
 one agent through the three replicas (so the edit lands on another replica than the
 read), split into the file's own and the ledger's.
 
-Auth: the static bearer token (``--token``). JWT verification (issue 38's OAuth mode) is
-measured by the same loop once ``toolfs serve`` has ``--auth-issuer``; until then its
-rows say so.
+Auth, each setup twice: the static bearer token (``--token``, compared in constant time),
+and OAuth JWTs (``--auth-issuer``/``--resource``, the test issuer of
+:mod:`toolfs.testing.oauth_issuer` in this process; each agent its own ``sub``, so its
+own principal). A replica verifies a JWT's signature once and then serves it from its
+token cache (bench_auth.py measures the verifier alone).
 
-Usage: ``python benchmarks/bench_server.py [--tiny] [--seconds S] [--agents N]``.
+Usage: ``python benchmarks/bench_server.py [--tiny] [--seconds S] [--agents N]``
+(``--tiny``: 1 s, two setups: 1 replica in process with the static token, 3 replicas
+with the ledger and JWTs).
 """
 
 from __future__ import annotations
@@ -30,11 +34,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -45,7 +47,8 @@ from mcp.client.streamable_http import streamable_http_client
 from _common import machine_facts, markdown_table
 from toolfs.server.contexts import CONTEXT_HEADER
 from toolfs.testing.moto import S3Emulator
-from toolfs.testing.replicas import Replicas, s3_serve_options
+from toolfs.testing.oauth_issuer import OAuthIssuer
+from toolfs.testing.replicas import Replicas, free_port, s3_serve_options
 
 TOKEN = "bench-server-token-5c1d9e0f"
 MODERN = "2026-07-28"
@@ -58,9 +61,18 @@ class Run:
     errors: int = 0
 
 
+Bearer = Callable[[str], str]
+"""The bearer token of an agent, by its name."""
+
+
+def static_token(name: str) -> str:
+    return TOKEN
+
+
 @asynccontextmanager
-async def agent(url: str, context: str) -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {TOKEN}", CONTEXT_HEADER: context}
+async def agent(url: str, context: str,
+                bearer: Bearer = static_token) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {bearer(context)}", CONTEXT_HEADER: context}
     async with httpx2.AsyncClient(headers=headers, timeout=60) as http, \
             Client(streamable_http_client(url, http_client=http), mode=MODERN) as client:
         yield client
@@ -73,11 +85,11 @@ def content() -> str:
 
 
 async def work(url: str, name: str, seconds: float, run: Run, ready: asyncio.Barrier,
-               clock: list[float]) -> None:
+               clock: list[float], bearer: Bearer) -> None:
     """One agent: made and its file written before the clock starts (``ready``), then
     read-and-edit cycles for ``seconds`` (at least one)."""
     path = f"bench/{name}.md"
-    async with agent(url, name) as client:
+    async with agent(url, name, bearer) as client:
         made = await client.call_tool("write", {"file_path": path, "content": content()})
         if made.is_error:
             raise SystemExit(f"setup write failed: {made.content[0]}")
@@ -99,16 +111,17 @@ async def work(url: str, name: str, seconds: float, run: Run, ready: asyncio.Bar
                 break
 
 
-async def measure(url: str, agents: int, seconds: float) -> tuple[Run, float]:
+async def measure(url: str, agents: int, seconds: float,
+                  bearer: Bearer) -> tuple[Run, float]:
     """Warm every replica up (imports, connections), then the agents at once."""
     for _ in range(2):
         warm, started = asyncio.Barrier(3), list[float]()
         await asyncio.gather(*(work(url, f"warm-{uuid.uuid4().hex[:6]}", 0.0, Run(), warm,
-                                    started) for _ in range(3)))
+                                    started, bearer) for _ in range(3)))
     run, clock = Run(), list[float]()
     ready = asyncio.Barrier(agents)
     await asyncio.gather(*(work(url, f"agent-{i}-{uuid.uuid4().hex[:6]}", seconds, run,
-                                ready, clock) for i in range(agents)))
+                                ready, clock, bearer) for i in range(agents)))
     return run, time.perf_counter() - clock[0]
 
 
@@ -117,12 +130,13 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def requests_per_call(s3: S3Emulator, url: str, bucket: str) -> list[list[object]]:
+async def requests_per_call(s3: S3Emulator, url: str, bucket: str,
+                            bearer: Bearer) -> list[list[object]]:
     """Requests the emulator saw for one read and one edit through the balancer."""
     path = f"cost/{uuid.uuid4().hex[:8]}.md"
     ledger = f"/{bucket}/root/.toolfs-ledger/"
     rows: list[list[object]] = []
-    async with agent(url, f"cost-{uuid.uuid4().hex[:6]}") as client:
+    async with agent(url, f"cost-{uuid.uuid4().hex[:6]}", bearer) as client:
         await client.call_tool("write", {"file_path": path, "content": content()})
         for tool, args in (("read", {"file_path": path}),
                            ("edit", {"file_path": path, "old_string": MARK_A,
@@ -138,15 +152,9 @@ async def requests_per_call(s3: S3Emulator, url: str, bucket: str) -> list[list[
     return rows
 
 
-def has_oauth() -> bool:
-    done = subprocess.run([sys.executable, "-m", "toolfs", "serve", "--help"],
-                          capture_output=True, text=True, check=False)
-    return "--auth-issuer" in done.stdout
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiny", action="store_true", help="a smoke run: 1 s per setup")
+    parser.add_argument("--tiny", action="store_true", help="a smoke run: 1 s, two setups")
     parser.add_argument("--seconds", type=float, default=10.0, help="per setup (default 10)")
     parser.add_argument("--agents", type=int, default=4, help="agents at once (default 4)")
     args = parser.parse_args()
@@ -154,32 +162,42 @@ def main() -> None:
 
     rows: list[list[object]] = []
     cost: list[list[object]] = []
-    with S3Emulator() as s3:
+    with S3Emulator() as s3, OAuthIssuer() as issuer:
         bucket = f"bench-server-{uuid.uuid4().hex[:6]}"
         s3.create_bucket(bucket)
         options = s3_serve_options(s3.s3fs_storage_options())
         url = f"s3://{bucket}/root"
-        setups = [("1", "in-process", 1, []),
-                  ("1", "--ledger", 1, ["--ledger", url]),
-                  ("3", "--ledger", 3, ["--ledger", url])]
-        for replicas, ledger, count, extra in setups:
-            with Replicas(url, token=TOKEN, count=count, args=[*extra, *options]) as cluster:
-                run, elapsed = asyncio.run(measure(cluster.url, agents, seconds))
+        setups = [(count, ledger, auth)
+                  for auth in ("static token", "JWT")
+                  for count, ledger in ((1, "in-process"), (1, "--ledger"), (3, "--ledger"))]
+        if args.tiny:
+            setups = [(1, "in-process", "static token"), (3, "--ledger", "JWT")]
+        for count, ledger, auth in setups:
+            port = free_port()
+            resource = f"http://127.0.0.1:{port}/mcp"
+            extra = ["--ledger", url] if ledger == "--ledger" else []
+            bearer: Bearer = static_token
+            if auth == "JWT":
+                extra += ["--auth-issuer", issuer.url, "--resource", resource]
+
+                def bearer(name: str, resource: str = resource) -> str:
+                    return issuer.mint(sub=name, aud=resource, client_id="bench")
+
+            with Replicas(url, token=TOKEN, count=count, args=[*extra, *options],
+                          port=port) as cluster:
+                run, elapsed = asyncio.run(measure(cluster.url, agents, seconds, bearer))
                 if run.errors:
-                    raise SystemExit(f"{run.errors} calls failed ({replicas}, {ledger})")
+                    raise SystemExit(f"{run.errors} calls failed ({count}, {ledger}, {auth})")
                 ms = [x * 1000 for x in run.latencies]
-                rows.append([replicas, ledger, "static token", agents, len(ms),
+                rows.append([count, ledger, auth, agents, len(ms),
                              f"{len(ms) / elapsed:.1f}", f"{statistics.median(ms):.1f}",
                              f"{percentile(ms, 0.99):.1f}"])
-                if count == 3:
-                    cost = asyncio.run(requests_per_call(s3, cluster.url, bucket))
-    jwt = ("measured by the auth branch's setup" if has_oauth() else
-           "not measured: this build's `toolfs serve` has no --auth-issuer yet")
+                if count == 3 and not cost:
+                    cost = asyncio.run(requests_per_call(s3, cluster.url, bucket, bearer))
     print(f"## toolfs serve over HTTP, {agents} agents, {seconds:g} s per setup\n")
     print(markdown_table(["replicas", "ledger", "auth", "agents", "calls", "calls/s",
                           "p50 ms", "p99 ms"], rows))
-    print(f"\nJWT verification: {jwt}.\n")
-    print("## Requests per call at the S3 emulator (3 replicas, --ledger)\n")
+    print("\n## Requests per call at the S3 emulator (3 replicas, --ledger)\n")
     print(markdown_table(["call", "file requests", "ledger requests", "ledger"], cost))
     print(f"\n{machine_facts()}")
 

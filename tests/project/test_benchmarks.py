@@ -177,11 +177,12 @@ def test_bench_big_prefix() -> None:
 
 
 def test_bench_server() -> None:
-    # Three setups of `toolfs serve` behind haproxy on moto (the replicas' processes take
-    # most of the time to start on a busy machine).
+    # `toolfs serve` behind haproxy on moto, --tiny: one replica with the static token,
+    # three with the ledger and JWTs (the processes take most of the time to start).
     done = run("bench_server.py", timeout=600)
     assert_table(done)
-    assert "|        3 | --ledger " in done.stdout, done.stdout
+    assert "|        1 | in-process | static token " in done.stdout, done.stdout
+    assert "|        3 | --ledger   | JWT " in done.stdout, done.stdout
     assert re.search(r"\| read +\| +\d+ \| +1 \| PUT +\|", done.stdout), done.stdout
     assert re.search(r"\| edit +\| +\d+ \| +2 \| GET PUT \|", done.stdout), done.stdout
 

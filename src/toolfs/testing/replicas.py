@@ -33,8 +33,11 @@ from typing import Any, Self
 
 from toolfs.testing.process import _HOST, _free_port, _http
 
+free_port = _free_port
+"""A free loopback port now (another process may take it before it is bound)."""
+
 __all__ = ["HAPROXY_INSTALL", "REPLICA_HEADER", "HAProxy", "Replicas", "ServeProcess",
-           "find_haproxy", "haproxy_config", "s3_serve_options"]
+           "find_haproxy", "free_port", "haproxy_config", "s3_serve_options"]
 
 REPLICA_HEADER = "x-toolfs-replica"
 """The response header the balancer adds: the name of the replica that answered."""
@@ -192,16 +195,19 @@ def haproxy_config(port: int, servers: Mapping[str, int], *, check_ms: int = 200
 
 
 class HAProxy:
-    """Debian's ``haproxy`` balancing over ``servers`` (name: port) on a free port."""
+    """Debian's ``haproxy`` balancing over ``servers`` (name: port) on ``port`` (default:
+    a free one; give one to know the public URL before the replicas start, e.g. for
+    ``--resource``)."""
 
-    def __init__(self, servers: Mapping[str, int], *, check_ms: int = 200,
+    def __init__(self, servers: Mapping[str, int], *, port: int = 0, check_ms: int = 200,
                  startup_timeout: float = 20.0) -> None:
         self.servers = dict(servers)
         self._check_ms = check_ms
         self._startup_timeout = startup_timeout
         self._dir: Path | None = None
         self.process: subprocess.Popen[bytes] | None = None
-        self.port = 0
+        self._given_port = port
+        self.port = port
 
     @property
     def url(self) -> str:
@@ -213,8 +219,9 @@ class HAProxy:
         self._dir = Path(tempfile.mkdtemp(prefix="toolfs-haproxy-"))
         config = self._dir / "haproxy.cfg"
         log = self._dir / "haproxy.log"
-        for _attempt in range(5):  # the free port may be taken meanwhile: try another
-            self.port = _free_port()
+        # A free port may be taken meanwhile: try another (a given one: once).
+        for _attempt in range(1 if self._given_port else 5):
+            self.port = self._given_port or _free_port()
             config.write_text(haproxy_config(self.port, self.servers, check_ms=self._check_ms))
             check = subprocess.run([binary, "-c", "-q", "-f", str(config)],
                                    capture_output=True, text=True)
@@ -251,10 +258,11 @@ class Replicas:
     ``--ledger``), behind one :class:`HAProxy`; started in parallel."""
 
     def __init__(self, url: str, *, token: str, count: int = 3, args: Sequence[str] = (),
-                 check_ms: int = 200) -> None:
+                 port: int = 0, check_ms: int = 200) -> None:
         self.serves = [ServeProcess(url, token=token, args=args, name=f"replica{i + 1}")
                        for i in range(count)]
         self.balancer: HAProxy | None = None
+        self._port = port
         self._check_ms = check_ms
 
     @property
@@ -282,7 +290,7 @@ class Replicas:
         if errors:
             self.stop()
             raise errors[0]
-        self.balancer = HAProxy({s.name: s.port for s in self.serves},
+        self.balancer = HAProxy({s.name: s.port for s in self.serves}, port=self._port,
                                 check_ms=self._check_ms).start()
         return self
 
