@@ -12,7 +12,10 @@ Debian's ``haproxy`` (round-robin per request, as in tests/server/test_replicas.
 Workload: ``--agents`` agents at once (2026-07-28 protocol, each naming its context with
 the ``toolfs-context`` header), each on its own ~4 KB file: read it whole, then edit one
 line (a marker toggled), for ``--seconds`` per setup. The table gives calls per second
-(all agents together) and the median and 99th-percentile latency per call.
+(all agents together), the median and 99th-percentile latency per call, and the CPU time
+the replicas spent per call (Linux ``schedstat`` of the ``toolfs serve`` processes: what
+a call costs a replica apart from waiting for a CPU, which dominates wall times on a
+busy machine).
 
 The second table counts the requests the emulator received for one read and one edit of
 one agent through the three replicas (so the edit lands on another replica than the
@@ -59,6 +62,8 @@ MARK_A, MARK_B = "MARKER_ALPHA_0001", "MARKER_OMEGA_0002"
 class Run:
     latencies: list[float] = field(default_factory=list)
     errors: int = 0
+    cpu_ns: int = 0
+    """CPU time of the replicas from the start of the clock to the last call's end."""
 
 
 Bearer = Callable[[str], str]
@@ -85,7 +90,7 @@ def content() -> str:
 
 
 async def work(url: str, name: str, seconds: float, run: Run, ready: asyncio.Barrier,
-               clock: list[float], bearer: Bearer) -> None:
+               clock: list[float], bearer: Bearer, cpu: Callable[[], int]) -> None:
     """One agent: made and its file written before the clock starts (``ready``), then
     read-and-edit cycles for ``seconds`` (at least one)."""
     path = f"bench/{name}.md"
@@ -95,6 +100,7 @@ async def work(url: str, name: str, seconds: float, run: Run, ready: asyncio.Bar
             raise SystemExit(f"setup write failed: {made.content[0]}")
         if await ready.wait() == 0:
             clock.append(time.perf_counter())
+            run.cpu_ns = -cpu()
         await ready.wait()
         until = clock[0] + seconds
         marks = (MARK_A, MARK_B)
@@ -109,20 +115,37 @@ async def work(url: str, name: str, seconds: float, run: Run, ready: asyncio.Bar
             marks = (marks[1], marks[0])
             if time.perf_counter() >= until:
                 break
+        await ready.wait()  # the last agent's last call: the CPU clock stops
+        if await ready.wait() == 0:
+            run.cpu_ns += cpu()
 
 
-async def measure(url: str, agents: int, seconds: float,
-                  bearer: Bearer) -> tuple[Run, float]:
+async def measure(url: str, agents: int, seconds: float, bearer: Bearer,
+                  cpu: Callable[[], int]) -> tuple[Run, float]:
     """Warm every replica up (imports, connections), then the agents at once."""
     for _ in range(2):
         warm, started = asyncio.Barrier(3), list[float]()
         await asyncio.gather(*(work(url, f"warm-{uuid.uuid4().hex[:6]}", 0.0, Run(), warm,
-                                    started, bearer) for _ in range(3)))
+                                    started, bearer, cpu) for _ in range(3)))
     run, clock = Run(), list[float]()
     ready = asyncio.Barrier(agents)
     await asyncio.gather(*(work(url, f"agent-{i}-{uuid.uuid4().hex[:6]}", seconds, run,
-                                ready, clock, bearer) for i in range(agents)))
+                                ready, clock, bearer, cpu) for i in range(agents)))
     return run, time.perf_counter() - clock[0]
+
+
+def cpu_ns(cluster: Replicas) -> int:
+    """Nanoseconds the replicas' processes have run on a CPU (0 where unknown)."""
+    total = 0
+    for serve in cluster.serves:
+        if serve.process is None:
+            continue
+        try:
+            with open(f"/proc/{serve.process.pid}/schedstat", encoding="ascii") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -185,18 +208,20 @@ def main() -> None:
 
             with Replicas(url, token=TOKEN, count=count, args=[*extra, *options],
                           port=port) as cluster:
-                run, elapsed = asyncio.run(measure(cluster.url, agents, seconds, bearer))
+                run, elapsed = asyncio.run(measure(cluster.url, agents, seconds, bearer,
+                                                   lambda c=cluster: cpu_ns(c)))
                 if run.errors:
                     raise SystemExit(f"{run.errors} calls failed ({count}, {ledger}, {auth})")
                 ms = [x * 1000 for x in run.latencies]
                 rows.append([count, ledger, auth, agents, len(ms),
                              f"{len(ms) / elapsed:.1f}", f"{statistics.median(ms):.1f}",
-                             f"{percentile(ms, 0.99):.1f}"])
+                             f"{percentile(ms, 0.99):.1f}",
+                             f"{run.cpu_ns / 1e6 / len(ms):.2f}" if run.cpu_ns > 0 else "n/a"])
                 if count == 3 and not cost:
                     cost = asyncio.run(requests_per_call(s3, cluster.url, bucket, bearer))
     print(f"## toolfs serve over HTTP, {agents} agents, {seconds:g} s per setup\n")
     print(markdown_table(["replicas", "ledger", "auth", "agents", "calls", "calls/s",
-                          "p50 ms", "p99 ms"], rows))
+                          "p50 ms", "p99 ms", "CPU ms/call"], rows))
     print("\n## Requests per call at the S3 emulator (3 replicas, --ledger)\n")
     print(markdown_table(["call", "file requests", "ledger requests", "ledger"], cost))
     print(f"\n{machine_facts()}")
