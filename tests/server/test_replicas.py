@@ -185,3 +185,41 @@ async def test_a_replica_killed_mid_run_and_the_agents_go_on(replicas: Replicas)
     assert len(tally.transport_errors) <= 4
     after = tally.served[calls_before:]
     assert len(after) >= 12 and victim.name not in after
+
+
+@pytest.fixture(scope="module")
+def sticky_replicas(s3_emulator: S3Emulator) -> Iterator[Replicas]:
+    bucket = f"sticky-{uuid.uuid4().hex[:8]}"
+    s3_emulator.create_bucket(bucket)
+    options = s3_serve_options(s3_emulator.s3fs_storage_options())
+    with Replicas(f"s3://{bucket}/work", token=TOKEN, count=3, balance=f"hdr({CONTEXT_HEADER})",
+                  args=["--ledger", f"s3://{bucket}/work", "--sticky", *options]) as started:
+        yield started
+
+
+@pytest.mark.anyio
+async def test_sticky_replicas_race_and_fail_over(sticky_replicas: Replicas) -> None:
+    """Sticky routing by context with `--ledger --sticky`: eight agents race on one file
+    (each served by one replica, from its own copy of the observations), then the
+    replica of some of them is killed and their contexts go on from the ledger."""
+    url, path = sticky_replicas.url, "race/sticky.md"
+    async with _agent(url, "setup") as setup:
+        await setup.call_tool("write", {"file_path": path, "content": f"{END}\n"})
+    tally = _Tally()
+    await asyncio.gather(*(_race(url, i, 3, path, tally) for i in range(8)))
+    assert set(tally.refusals) <= {"stale"} and not tally.transport_errors
+    served = {name for name in tally.served if name}
+    assert len(served) >= 2  # eight contexts hashed over the replicas
+    # Kill the replica that served racer 0: its contexts move, the ledger has them.
+    async with _agent(url, "racer-0", tally.served) as probe:
+        await probe.call_tool("ls", {})
+    victim = next(s for s in sticky_replicas.serves if s.name == tally.served[-1])
+    victim.kill()
+    before = len(tally.landed)
+    await asyncio.wait_for(asyncio.gather(*(_race(url, i, 3, path, tally)
+                                            for i in range(8))), timeout=240)
+    lines = await _lines(url, path)
+    assert len(tally.landed) == before + 24 and lines[-1] == END
+    assert set(tally.landed) <= set(lines)
+    assert len(lines) - 1 - len(tally.landed) <= len(tally.transport_errors)
+    assert set(tally.refusals) <= {"stale"}

@@ -28,7 +28,7 @@ KEY = ContextKey("alice", "client", "agent-1")
 class Pair:
     """Two replicas of one S3 root sharing a ledger in another bucket."""
 
-    def __init__(self, s3: S3Emulator) -> None:
+    def __init__(self, s3: S3Emulator, *, sticky: bool = False) -> None:
         self.s3 = s3
         self.files, self.ledgers = (f"{kind}-{uuid.uuid4().hex[:8]}"
                                     for kind in ("files", "ledger"))
@@ -36,15 +36,18 @@ class Pair:
         s3.create_bucket(self.ledgers)
         options = s3.s3fs_storage_options()
         self.root = toolfs.Workspace(s3.s3fs_filesystem(), root=f"{self.files}/work")
-        self.store = open_ledger_store(f"s3://{self.ledgers}/ledger", options)
+        self.store = open_ledger_store(f"s3://{self.ledgers}/ledger", options,
+                                       trust_local=sticky)
         self.replicas = [
             ServerContexts(toolfs.AsyncWorkspace(toolfs.Workspace(
                 s3.s3fs_filesystem(), root=f"{self.files}/work")), ledger=self.store)
             for _ in range(2)]
 
     def call(self, replica: int, tool: str, key: ContextKey = KEY, **args: Any) -> Any:
-        context = self.replicas[replica].get(key)
-        return asyncio.run(context.execute(tool, args))
+        """A tool call as the server makes it (ServerContexts.execute)."""
+        contexts = self.replicas[replica]
+        context = contexts.get(key)
+        return asyncio.run(contexts.execute(context, lambda: context.execute(tool, args)))
 
     def counted(self, replica: int, tool: str, **args: Any) -> tuple[Any, int, int]:
         """The call's output, and the requests it made to the files and to the ledger."""
@@ -188,3 +191,47 @@ def test_the_ledger_inside_the_root_is_hidden_from_the_tools() -> None:
 def test_cli_ledger_needs_http(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "memory://toolfs-ledger-cli", "--ledger", "memory://x/l"]) == 2
     assert "--ledger applies to --transport http only" in capsys.readouterr().err
+
+
+@pytest.fixture
+def sticky(s3_emulator: S3Emulator) -> Iterator[Pair]:
+    yield Pair(s3_emulator, sticky=True)
+
+
+def test_sticky_routing_adds_one_request_per_read_and_per_edit(sticky: Pair) -> None:
+    """`--sticky`: the replica that serves a context answers from its own copy."""
+    sticky.root.write("s.md", "one\ntwo\n")
+    read, _, read_ledger = sticky.counted(0, "read", file_path="s.md")
+    edit, edit_files, edit_ledger = sticky.counted(
+        0, "edit", file_path="s.md", old_string="two", new_string="three")
+    assert not read.is_error and not edit.is_error, edit.text
+    assert (read_ledger, edit_ledger) == (1, 1)
+    assert edit_files == 1  # the bytes read are cached too: only the conditional PUT
+    # A failover: another replica has no copy, and asks the ledger (GET, then PUT).
+    moved, _, moved_ledger = sticky.counted(
+        1, "edit", file_path="s.md", old_string="three", new_string="four")
+    assert not moved.is_error and moved_ledger == 2
+    # Back on the first replica, whose copy is outdated: refused stale on it, found out
+    # (one GET), made again on the ledger's entry, and it lands.
+    back = sticky.call(0, "edit", file_path="s.md", old_string="four", new_string="five")
+    assert not back.is_error, back.text
+    assert sticky.root.read("s.md").lines == ["one", "five"]
+
+
+def test_sticky_routing_never_lets_a_stale_write_through(sticky: Pair) -> None:
+    sticky.root.write("w.md", "mine\n")
+    sticky.call(0, "read", file_path="w.md")
+    # Someone else changes it; this replica's copy is current (nothing outdated).
+    sticky.s3.s3fs_filesystem().pipe_file(f"{sticky.files}/work/w.md", b"theirs\n")
+    write = sticky.call(0, "write", file_path="w.md", content="overwrite\n")
+    assert write.to_dict()["error"]["code"] == "stale"
+    assert sticky.root.read("w.md").lines == ["theirs"]
+    # The refusal showed the whole diff: it counts as read (on every replica).
+    again = sticky.call(1, "write", file_path="w.md", content="overwrite\n")
+    assert not again.is_error, again.text
+
+
+def test_cli_sticky_needs_a_ledger(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "memory://toolfs-ledger-cli", "--transport", "http",
+                 "--token", "x" * 20, "--sticky"]) == 2
+    assert "--sticky needs --ledger" in capsys.readouterr().err

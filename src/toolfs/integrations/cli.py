@@ -187,6 +187,11 @@ def _parser() -> argparse.ArgumentParser:
                        "directory (opened with the -o options), so that several replicas "
                        "behind a load balancer serve any call of a context; the served URL "
                        "itself puts it in a hidden .toolfs-ledger directory there")
+    serve.add_argument("--sticky", action="store_true",
+                       help="with --ledger: the balancer sends each context to one replica "
+                       "(sticky routing), so a replica answers from its own copy of the "
+                       "context's observations and checks the ledger only when a change "
+                       "is refused (a read or an edit then adds one ledger request)")
     serve.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                        help="each tool call ends by then, every request and retry in it "
                        f"(default: {DEFAULT_TIMEOUT:g}; 'none': no deadline)")
@@ -320,6 +325,9 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError("--max-sessions must be at least 1")
     if args.transport == "stdio" and args.ledger is not None:
         raise UsageError("--ledger applies to --transport http only")
+    if args.sticky and args.ledger is None:
+        raise UsageError("--sticky needs --ledger (without it, each replica keeps its own "
+                         "observations: route each context to one replica)")
 
     from toolfs.integrations.mcp_server import (
         DEFAULT_MAX_SESSIONS,
@@ -339,7 +347,7 @@ def _serve(args: argparse.Namespace) -> int:
     from toolfs.workspace import AsyncWorkspace, Workspace
 
     ledger, hidden = (None, ()) if args.ledger is None else \
-        _open_ledger(args.url, args.root, args.ledger, options)
+        _open_ledger(args.url, args.root, args.ledger, options, sticky=args.sticky)
     workspace = Workspace(args.url, options or None, root=args.root,
                           read_only=args.read_only, deny=(*args.deny, *hidden),
                           policy=Policy(on_stale=args.on_stale),
@@ -379,8 +387,8 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open_ledger(url: str, root: str | None, ledger_url: str,
-                 options: dict[str, Any]) -> tuple[Any, tuple[str, ...]]:
+def _open_ledger(url: str, root: str | None, ledger_url: str, options: dict[str, Any], *,
+                 sticky: bool = False) -> tuple[Any, tuple[str, ...]]:
     """``--ledger``: the ledger's store, and the deny rules that hide it from the tools
     when it lies inside the served root (the root itself: its ``.toolfs-ledger``)."""
     from fsspec.core import url_to_fs
@@ -399,7 +407,7 @@ def _open_ledger(url: str, root: str | None, ledger_url: str,
             ledger_url = f"{ledger_url.rstrip('/')}/{DEFAULT_PREFIX}"
         # Anchored at the root: the ledger's entries are neither listed, read nor written.
         hidden = ("/" + where[len(served) + 1:],)
-    return open_ledger_store(ledger_url, options), hidden
+    return open_ledger_store(ledger_url, options, trust_local=sticky), hidden
 
 
 def _exit_on_signal(signum: int, frame: Any) -> None:

@@ -289,10 +289,11 @@ class ToolfsMCP:
             context = self._context(ctx)
         except FsError as err:  # a context key that is not one
             raise MCPError(types.INVALID_PARAMS, err.message) from None
-        if self.rooms is not None:
-            output = await self.rooms.execute(context, params.name, params.arguments or {})
-        else:
-            output = await context.execute(params.name, params.arguments or {})
+        arguments = params.arguments or {}
+        rooms = self.rooms
+        output = await self.contexts.execute(context, (
+            (lambda: context.execute(params.name, arguments)) if rooms is None
+            else (lambda: rooms.execute(context, params.name, arguments))))
         return self._call_result(output)
 
     def _room(self, ctx: ServerRequestContext[Any]) -> Room:

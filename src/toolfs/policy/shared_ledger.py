@@ -23,6 +23,15 @@ content. Any replica then answers any call of a context:
   stands, which at worst makes a later change ``stale``, never lets one land on bytes
   the context did not see (the file's own conditional write decides that).
 
+With sticky routing (the balancer sends each context to one replica, the ledger serving
+when one fails over), ``trust_local`` spares the ``GET``: a replica answers from its own
+copy of the observations it recorded or fetched, and a change then adds one request, as
+a read does. A copy can be outdated only if the context was served elsewhere meanwhile;
+a change refused ``stale`` on such a copy is found out (:meth:`SharedLedger.outdated`,
+one ``GET``) and made again on the store's entry (:meth:`ServerContexts.execute
+<toolfs.server.contexts.ServerContexts.execute>`), never let through on a version its
+context did not see.
+
 The bytes of observed versions stay in a per-process cache (valid on every replica: bytes
 are keyed by the version they are), so an edit right after a read on the same replica
 needs no second download. Ledger entries are never file content, credentials or tokens.
@@ -65,9 +74,11 @@ class LedgerStore:
     ``prefix``. ``requests`` counts the requests ledgers made (for the benchmark and
     docs; the emulator's own request log is what the tests check)."""
 
-    def __init__(self, store: Store, prefix: str) -> None:
+    def __init__(self, store: Store, prefix: str, *, trust_local: bool = False) -> None:
         self.store = store
         self.prefix = prefix.rstrip("/")
+        self.trust_local = trust_local
+        """Ledgers answer from their process's copy first (sticky routing)."""
         self.requests = 0
         self._count_lock = threading.Lock()
 
@@ -77,7 +88,8 @@ class LedgerStore:
 
     def ledger(self, context_id: str, *, cache_bytes: int = 32 * 1024 * 1024) -> SharedLedger:
         """The shared ledger of ``context_id`` (a digest or other path-safe id)."""
-        return SharedLedger(context_id, self, cache_bytes=cache_bytes)
+        return SharedLedger(context_id, self, cache_bytes=cache_bytes,
+                            trust_local=self.trust_local)
 
     def verify(self) -> None:
         """Raise ``unsupported`` unless the store honours conditional writes (probed once
@@ -85,10 +97,12 @@ class LedgerStore:
         conditions.verify(self.store, self.prefix)
 
 
-def open_ledger_store(url: str, storage_options: dict[str, Any] | None = None) -> LedgerStore:
+def open_ledger_store(url: str, storage_options: dict[str, Any] | None = None, *,
+                      trust_local: bool = False) -> LedgerStore:
     """The :class:`LedgerStore` at fsspec ``url`` (``s3://bucket/prefix``: the directory
     its entries go below), opened with ``storage_options``. Conditional writes are
-    verified here, so a store that ignores them fails at start, not at the first call."""
+    verified here, so a store that ignores them fails at start, not at the first call.
+    ``trust_local``: see :attr:`LedgerStore.trust_local` (sticky routing)."""
     from fsspec.core import url_to_fs
 
     try:
@@ -97,7 +111,7 @@ def open_ledger_store(url: str, storage_options: dict[str, Any] | None = None) -
         raise fs_error("invalid_arguments", f"--ledger {url}: {exc}") from exc
     path = str(path).rstrip("/")
     store = store_for(fs, root=path)
-    ledger_store = LedgerStore(store, path)
+    ledger_store = LedgerStore(store, path, trust_local=trust_local)
     ledger_store.verify()
     return ledger_store
 
@@ -109,10 +123,14 @@ class SharedLedger(Ledger):
     docstring); ``snapshot``/``restore`` and ``len`` see what this process holds."""
 
     def __init__(self, context_id: str, where: LedgerStore, *,
-                 cache_bytes: int = 32 * 1024 * 1024) -> None:
+                 cache_bytes: int = 32 * 1024 * 1024, trust_local: bool = False) -> None:
         super().__init__(context_id, cache_bytes=cache_bytes)
         self.where = where
+        self.trust_local = trust_local
         self._dir = f"{where.prefix}/{context_id}"
+        # Since begin(): the copies served from this process, and what fetches found.
+        self._served: dict[str, Observation | None] = {}
+        self._found: dict[str, Observation | None] = {}
 
     def entry_path(self, key: str) -> str:
         """The ledger object of ``key`` (a file's backend path)."""
@@ -131,6 +149,7 @@ class SharedLedger(Ledger):
                 raise _failed(err, "read") from err
             with self._lock:
                 self._obs.pop(key, None)
+                self._found[key] = None
             return None, None
         obs = _decode(blob.data)
         with self._lock:
@@ -138,6 +157,7 @@ class SharedLedger(Ledger):
                 self._obs.pop(key, None)
             else:
                 self._obs[key] = obs
+            self._found[key] = obs
         return obs, blob.version
 
     def _write(self, key: str, obs: Observation | None, expected: FileVersion | None) -> None:
@@ -158,11 +178,25 @@ class SharedLedger(Ledger):
 
     # -- the Ledger interface -----------------------------------------------------------
 
+    def _local(self, key: str) -> tuple[bool, Observation | None]:
+        """This process's copy of ``key``'s entry, when trusted and held."""
+        if not self.trust_local:
+            return False, None
+        with self._lock:
+            if key not in self._obs:
+                return False, None
+            obs = self._obs[key]
+            self._served.setdefault(key, obs)
+            return True, obs
+
     def get(self, key: str) -> Observation | None:
-        return self._fetch(key)[0]
+        held, obs = self._local(key)
+        return obs if held else self._fetch(key)[0]
 
     def observed(self, key: str) -> tuple[Observation | None, bytes | None]:
-        obs, _ = self._fetch(key)
+        held, obs = self._local(key)
+        if not held:
+            obs, _ = self._fetch(key)
         if obs is None or obs.version is None:
             return obs, None
         return obs, self.content(key, obs.version)
@@ -194,6 +228,26 @@ class SharedLedger(Ledger):
         with self._lock:
             self._keep(key, obs, content)
         return True
+
+    def begin(self) -> None:
+        """Start a call: :meth:`outdated` looks at the copies served from now on."""
+        with self._lock:
+            self._served.clear()
+            self._found.clear()
+
+    def outdated(self) -> bool:
+        """Whether a copy this process served since :meth:`begin` differs from the
+        store's entry (one ``GET`` per copy no fetch of the call saw already); the
+        store's entries replace the copies."""
+        with self._lock:
+            served, found = dict(self._served), dict(self._found)
+        stale = False
+        for key, used in served.items():
+            now = found[key] if key in found else self._fetch(key)[0]
+            if (now is None) != (used is None) or (
+                    now is not None and used is not None and now.version != used.version):
+                stale = True
+        return stale
 
     def forget(self, key: str) -> None:
         super().forget(key)

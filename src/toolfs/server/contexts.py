@@ -20,18 +20,20 @@ store so that any replica serves any call of a context.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from toolfs.errors import fs_error
+from toolfs.errors import FsError, fs_error
 from toolfs.policy.events import FsEvent, Subscriber
-from toolfs.policy.shared_ledger import LedgerStore
+from toolfs.policy.shared_ledger import LedgerStore, SharedLedger
+from toolfs.render import ToolOutput
 from toolfs.workspace import AsyncWorkspace, Workspace
 
 __all__ = ["ANONYMOUS", "CONTEXT_HEADER", "CONTEXT_META", "MAX_KEY_CHARS", "PRINCIPAL_SCOPE_KEY",
@@ -175,6 +177,27 @@ class ServerContexts:
             context.sync.fs.ledger = self.ledger.ledger(
                 key.id, cache_bytes=context.sync.fs.ledger.cache_bytes)
         return context
+
+    @staticmethod
+    async def execute(context: AsyncWorkspace,
+                      call: Callable[[], Awaitable[ToolOutput]]) -> ToolOutput:
+        """``call()``, a tool call of ``context``. With a shared ledger that trusts this
+        process's copies (sticky routing), a change refused ``stale`` on a copy that the
+        store's entry has since replaced (the context was served by another replica
+        meanwhile) is made once more on the store's entry: refused again if the file
+        really changed since the context saw it, never let through otherwise."""
+        ledger = context.sync.fs.ledger
+        if not isinstance(ledger, SharedLedger) or not ledger.trust_local:
+            return await call()
+        ledger.begin()
+        output = await call()
+        if output.error is None or output.error.code != "stale":
+            return output
+        try:
+            again = await asyncio.to_thread(ledger.outdated)
+        except FsError:
+            return output  # the refusal stands; the ledger's failure shows next call
+        return await call() if again else output
 
     def __len__(self) -> int:
         with self._lock:

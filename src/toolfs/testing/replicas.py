@@ -3,8 +3,9 @@
 * :class:`ServeProcess`: one ``toolfs serve URL --transport http --port 0 ...`` child
   process (this tree's toolfs), its endpoint read from the line it prints when ready;
 * :class:`HAProxy`: Debian's ``haproxy`` in front of several endpoints, round-robin per
-  request, with health checks and retries of requests that never reached a replica, and
-  a ``x-toolfs-replica`` response header naming the replica that answered;
+  request (or sticky by a header), with health checks and retries of requests that never
+  reached a replica, and a ``x-toolfs-replica`` response header naming the replica that
+  answered;
 * :class:`Replicas`: both together (N serve processes sharing a ``--ledger``, one
   balancer), as a context manager.
 
@@ -174,19 +175,23 @@ def find_haproxy() -> str:
     return found
 
 
-def haproxy_config(port: int, servers: Mapping[str, int], *, check_ms: int = 200) -> str:
+def haproxy_config(port: int, servers: Mapping[str, int], *, check_ms: int = 200,
+                   balance: str = "roundrobin") -> str:
     """A config balancing ``127.0.0.1:port`` over ``servers`` (name: port), round-robin
-    per request. A replica that stops answering is taken out by its health check (a TCP
-    connect every ``check_ms``); a request that could not be sent to a replica is sent
-    to another (``retry-on conn-failure`` with ``redispatch``). A request that reached a
-    replica is never sent again: it may have changed a file."""
+    per request (or ``balance``, e.g. ``hdr(toolfs-context)``: sticky by context, on a
+    consistent hash so that a replica's going away moves only its contexts). A replica
+    that stops answering is taken out by its health check (a TCP connect every
+    ``check_ms``); a request that could not be sent to a replica is sent to another
+    (``retry-on conn-failure`` with ``redispatch``). A request that reached a replica is
+    never sent again: it may have changed a file."""
     lines = [
         "global", "    maxconn 512",
         "defaults", "    mode http", "    timeout connect 2s", "    timeout client 120s",
         "    timeout server 120s", "    retries 3", "    option redispatch 1",
         "    retry-on conn-failure",
         "frontend toolfs", f"    bind {_HOST}:{port}", "    default_backend replicas",
-        "backend replicas", "    balance roundrobin",
+        "backend replicas", f"    balance {balance}",
+        *(["    hash-type consistent"] if balance != "roundrobin" else []),
         f"    http-response set-header {REPLICA_HEADER} %s",
     ]
     lines += [f"    server {name} {_HOST}:{p} check inter {check_ms}ms fall 1 rise 2"
@@ -200,8 +205,9 @@ class HAProxy:
     ``--resource``)."""
 
     def __init__(self, servers: Mapping[str, int], *, port: int = 0, check_ms: int = 200,
-                 startup_timeout: float = 20.0) -> None:
+                 balance: str = "roundrobin", startup_timeout: float = 20.0) -> None:
         self.servers = dict(servers)
+        self.balance = balance
         self._check_ms = check_ms
         self._startup_timeout = startup_timeout
         self._dir: Path | None = None
@@ -222,7 +228,8 @@ class HAProxy:
         # A free port may be taken meanwhile: try another (a given one: once).
         for _attempt in range(1 if self._given_port else 5):
             self.port = self._given_port or _free_port()
-            config.write_text(haproxy_config(self.port, self.servers, check_ms=self._check_ms))
+            config.write_text(haproxy_config(self.port, self.servers, check_ms=self._check_ms,
+                                             balance=self.balance))
             check = subprocess.run([binary, "-c", "-q", "-f", str(config)],
                                    capture_output=True, text=True)
             if check.returncode != 0:
@@ -258,12 +265,13 @@ class Replicas:
     ``--ledger``), behind one :class:`HAProxy`; started in parallel."""
 
     def __init__(self, url: str, *, token: str, count: int = 3, args: Sequence[str] = (),
-                 port: int = 0, check_ms: int = 200) -> None:
+                 port: int = 0, check_ms: int = 200, balance: str = "roundrobin") -> None:
         self.serves = [ServeProcess(url, token=token, args=args, name=f"replica{i + 1}")
                        for i in range(count)]
         self.balancer: HAProxy | None = None
         self._port = port
         self._check_ms = check_ms
+        self._balance = balance
 
     @property
     def url(self) -> str:
@@ -291,7 +299,7 @@ class Replicas:
             self.stop()
             raise errors[0]
         self.balancer = HAProxy({s.name: s.port for s in self.serves}, port=self._port,
-                                check_ms=self._check_ms).start()
+                                check_ms=self._check_ms, balance=self._balance).start()
         return self
 
     def stop(self) -> None:
