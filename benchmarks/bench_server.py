@@ -3,11 +3,15 @@ HAProxy, and what the shared ledger costs in requests, on loopback.
 
 Setups, each ``toolfs serve s3://bucket/root --transport http`` process(es) on the moto
 S3 emulator (one process, single-threaded: every replica's requests queue there), behind
-Debian's ``haproxy`` (round-robin per request, as in tests/server/test_replicas.py):
+Debian's ``haproxy`` (round-robin per request unless said, as in
+tests/server/test_replicas.py):
 
 * ``1 replica, in-process ledger``: the default, the baseline;
 * ``1 replica, --ledger``: observations in the bucket (a hidden ``.toolfs-ledger``);
-* ``3 replicas, --ledger``: any replica serves any call of a context.
+* ``3 replicas, --ledger``: any replica serves any call of a context;
+* ``3 replicas, --ledger --sticky``: the balancer hashes ``toolfs-context`` (each
+  context on one replica) and each replica answers from its own copy of the
+  observations, the ledger serving the contexts of a replica that fails.
 
 Workload: ``--agents`` agents at once (2026-07-28 protocol, each naming its context with
 the ``toolfs-context`` header), each on its own ~4 KB file: read it whole, then edit one
@@ -18,8 +22,8 @@ a call costs a replica apart from waiting for a CPU, which dominates wall times 
 busy machine).
 
 The second table counts the requests the emulator received for one read and one edit of
-one agent through the three replicas (so the edit lands on another replica than the
-read), split into the file's own and the ledger's.
+one agent through the three replicas (round-robin: the edit lands on another replica
+than the read; sticky: on the same), split into the file's own and the ledger's.
 
 Auth, each setup twice: the static bearer token (``--token``, compared in constant time),
 and OAuth JWTs (``--auth-issuer``/``--resource``, the test issuer of
@@ -28,8 +32,8 @@ own principal). A replica verifies a JWT's signature once and then serves it fro
 token cache (bench_auth.py measures the verifier alone).
 
 Usage: ``python benchmarks/bench_server.py [--tiny] [--seconds S] [--agents N]``
-(``--tiny``: 1 s, two setups: 1 replica in process with the static token, 3 replicas
-with the ledger and JWTs).
+(``--tiny``: 1 s, three setups: 1 replica in process with the static token, 3 replicas
+with the ledger and JWTs, 3 sticky replicas with the ledger and the static token).
 """
 
 from __future__ import annotations
@@ -177,7 +181,7 @@ async def requests_per_call(s3: S3Emulator, url: str, bucket: str,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiny", action="store_true", help="a smoke run: 1 s, two setups")
+    parser.add_argument("--tiny", action="store_true", help="a smoke run: 1 s, three setups")
     parser.add_argument("--seconds", type=float, default=10.0, help="per setup (default 10)")
     parser.add_argument("--agents", type=int, default=4, help="agents at once (default 4)")
     args = parser.parse_args()
@@ -192,13 +196,18 @@ def main() -> None:
         url = f"s3://{bucket}/root"
         setups = [(count, ledger, auth)
                   for auth in ("static token", "JWT")
-                  for count, ledger in ((1, "in-process"), (1, "--ledger"), (3, "--ledger"))]
+                  for count, ledger in ((1, "in-process"), (1, "--ledger"), (3, "--ledger"),
+                                        (3, "--ledger --sticky"))]
         if args.tiny:
-            setups = [(1, "in-process", "static token"), (3, "--ledger", "JWT")]
+            setups = [(1, "in-process", "static token"), (3, "--ledger", "JWT"),
+                      (3, "--ledger --sticky", "static token")]
         for count, ledger, auth in setups:
             port = free_port()
             resource = f"http://127.0.0.1:{port}/mcp"
-            extra = ["--ledger", url] if ledger == "--ledger" else []
+            extra = [] if ledger == "in-process" else ["--ledger", url]
+            sticky = ledger.endswith("--sticky")
+            if sticky:
+                extra.append("--sticky")
             bearer: Bearer = static_token
             if auth == "JWT":
                 extra += ["--auth-issuer", issuer.url, "--resource", resource]
@@ -206,8 +215,9 @@ def main() -> None:
                 def bearer(name: str, resource: str = resource) -> str:
                     return issuer.mint(sub=name, aud=resource, client_id="bench")
 
-            with Replicas(url, token=TOKEN, count=count, args=[*extra, *options],
-                          port=port) as cluster:
+            with Replicas(url, token=TOKEN, count=count, args=[*extra, *options], port=port,
+                          balance=f"hdr({CONTEXT_HEADER})" if sticky else "roundrobin",
+                          ) as cluster:
                 run, elapsed = asyncio.run(measure(cluster.url, agents, seconds, bearer,
                                                    lambda c=cluster: cpu_ns(c)))
                 if run.errors:
@@ -217,13 +227,15 @@ def main() -> None:
                              f"{len(ms) / elapsed:.1f}", f"{statistics.median(ms):.1f}",
                              f"{percentile(ms, 0.99):.1f}",
                              f"{run.cpu_ns / 1e6 / len(ms):.2f}" if run.cpu_ns > 0 else "n/a"])
-                if count == 3 and not cost:
-                    cost = asyncio.run(requests_per_call(s3, cluster.url, bucket, bearer))
+                if count == 3 and not any(row[0] == ledger for row in cost):
+                    cost += [[ledger, *row] for row in asyncio.run(
+                        requests_per_call(s3, cluster.url, bucket, bearer))]
     print(f"## toolfs serve over HTTP, {agents} agents, {seconds:g} s per setup\n")
     print(markdown_table(["replicas", "ledger", "auth", "agents", "calls", "calls/s",
                           "p50 ms", "p99 ms", "CPU ms/call"], rows))
-    print("\n## Requests per call at the S3 emulator (3 replicas, --ledger)\n")
-    print(markdown_table(["call", "file requests", "ledger requests", "ledger"], cost))
+    print("\n## Requests per call at the S3 emulator (3 replicas)\n")
+    print(markdown_table(["ledger", "call", "file requests", "ledger requests", "ledger"],
+                         cost))
     print(f"\n{machine_facts()}")
 
 
