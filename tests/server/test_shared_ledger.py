@@ -235,3 +235,21 @@ def test_cli_sticky_needs_a_ledger(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "memory://toolfs-ledger-cli", "--transport", "http",
                  "--token", "x" * 20, "--sticky"]) == 2
     assert "--sticky needs --ledger" in capsys.readouterr().err
+
+
+def test_a_ledger_on_local_disk(tmp_path: Any) -> None:
+    """A directory on a disk the replicas share (NFS) works as well: the entries'
+    directories are made on the first record."""
+    (tmp_path / "work").mkdir()
+    (tmp_path / "ledger").mkdir()
+    root = toolfs.Workspace(str(tmp_path / "work"))
+    root.write("a.md", "alpha\nbeta\n")
+    store = open_ledger_store(str(tmp_path / "ledger"))
+    one, two = (ServerContexts(toolfs.AsyncWorkspace(toolfs.Workspace(str(tmp_path / "work"))),
+                               ledger=store) for _ in range(2))
+    asyncio.run(one.get(KEY).execute("read", {"file_path": "a.md"}))
+    edited = asyncio.run(two.get(KEY).execute(
+        "edit", {"file_path": "a.md", "old_string": "beta", "new_string": "gamma"}))
+    assert not edited.is_error, edited.text
+    assert (tmp_path / "work" / "a.md").read_text() == "alpha\ngamma\n"
+    assert len(list((tmp_path / "ledger" / KEY.id).iterdir())) == 1

@@ -149,7 +149,8 @@ class SharedLedger(Ledger):
                 raise _failed(err, "read") from err
             with self._lock:
                 self._obs.pop(key, None)
-                self._found[key] = None
+                if self.trust_local:
+                    self._found[key] = None
             return None, None
         obs = _decode(blob.data)
         with self._lock:
@@ -157,7 +158,8 @@ class SharedLedger(Ledger):
                 self._obs.pop(key, None)
             else:
                 self._obs[key] = obs
-            self._found[key] = obs
+            if self.trust_local:
+                self._found[key] = obs
         return obs, blob.version
 
     def _write(self, key: str, obs: Observation | None, expected: FileVersion | None) -> None:
@@ -171,8 +173,13 @@ class SharedLedger(Ledger):
         if expected is not None:
             self.where.store.put(path, data, Update(expected))
             return
+        fs = self.where.store.fs
         try:
-            self.where.store.fs.pipe_file(path, data)
+            try:
+                fs.pipe_file(path, data)
+            except FileNotFoundError:  # a directory tree (local disk): make the parents
+                fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+                fs.pipe_file(path, data)
         except Exception as exc:  # the filesystem's own error: said in the model's terms
             raise fs_error("backend_error", f"{path}: {exc}") from exc
 
