@@ -134,7 +134,7 @@ class ServerContexts:
     """
 
     def __init__(self, workspace: AsyncWorkspace, *, ledger: LedgerStore | None = None,
-                 limit: int = 1024, cache_bytes: int = 1024 * 1024) -> None:
+                 limit: int = 256, cache_bytes: int = 1024 * 1024) -> None:
         if limit < 1:
             raise ValueError(f"limit must be at least 1, not {limit}")
         self.workspace = workspace
@@ -167,6 +167,9 @@ class ServerContexts:
         room, with its audit subscriber); its ledger is still the shared one, if any."""
         if make is not None:
             context = make()
+            if cache_bytes is not None:  # the bound holds for contexts made elsewhere too
+                ledger = context.sync.fs.ledger
+                ledger.cache_bytes = min(cache_bytes, ledger.cache_bytes)
         else:
             overrides: dict[str, Any] = ({} if cache_bytes is None
                                          else {"cache_bytes": cache_bytes})
