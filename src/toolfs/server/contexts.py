@@ -188,7 +188,10 @@ class ServerContexts:
         process's copies (sticky routing), a change refused ``stale`` on a copy that the
         store's entry has since replaced (the context was served by another replica
         meanwhile) is made once more on the store's entry: refused again if the file
-        really changed since the context saw it, never let through otherwise."""
+        really changed since the context saw it, never let through otherwise. Parallel
+        calls of one context share what :meth:`SharedLedger.begin` tracks: one of them
+        may be made again for nothing (refused again) or not at all (a ``stale`` its
+        agent answers by reading), as any refusal."""
         ledger = context.sync.fs.ledger
         if not isinstance(ledger, SharedLedger) or not ledger.trust_local:
             return await call()
