@@ -228,3 +228,15 @@ def test_audit_on_an_object_store_url_through_the_command_line(
     assert [(r["event"], r["tool"], r["path"], r["principal"]) for r in lines] == [
         ("written", "write", "a.txt", None)]
     assert "hello" not in json.dumps(lines) and token not in json.dumps(lines)
+
+
+def test_a_principals_missing_root_is_said_at_start(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "root" / "teams").mkdir(parents=True)
+    p = tmp_path / "p.toml"
+    p.write_text('[[principal]]\nname = "ci"\nmatch = { token_sha256 = "' + "ab" * 32
+                 + '" }\nroot = "teams/ci"\nread_only = true\n')
+    assert main(["serve", str(tmp_path / "root"), "--transport", "http",
+                 "--principals", str(p)]) == 1
+    err = capsys.readouterr().err
+    assert "principal 'ci' (root 'teams/ci')" in err and "not_found" in err, err

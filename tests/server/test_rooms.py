@@ -144,6 +144,8 @@ async def test_every_change_is_one_audit_line_without_content_or_tokens(
         assert _code(await alice.call_tool("write", {"file_path": "new/plan.md",
                                                      "content": body})) is None
         assert _code(await alice.call_tool("read", {"file_path": "a/b/c.txt"})) is None
+        assert _code(await alice.call_tool("grep", {"pattern": "launch code",
+                                                    "path": "a"})) is None
         assert _code(await alice.call_tool("edit", {
             "file_path": "a/b/c.txt", "old_string": "c", "new_string": "C was here"})) is None
     async with bearer_client(served.url, token) as other_session:
@@ -170,14 +172,17 @@ async def test_every_change_is_one_audit_line_without_content_or_tokens(
         assert r["time"].endswith("Z")
     reads = [r for r in mine if r["event"] == "read"]
     assert ("read", "teams/alice/a/b/c.txt") in [(r["tool"], r["path"]) for r in reads]
+    searched = [(r["tool"], r["path"]) for r in mine if r["event"] == "searched"]
+    assert searched == [("grep", "teams/alice/a")]  # the directory, never the pattern
     denied = [r for r in mine if r["event"] == "denied"]
     assert [(r["tool"], r["reason"]) for r in denied] == [("edit", "not_observed")]
     assert denied[0]["context"] != edit["context"]  # another session, another context
-    static = [r for r in lines if r["principal"] == "shared"]
+    static = [r for r in lines if r["principal"] == "shared" and r["event"] == "written"]
     assert [(r["path"], r["iss"], r["sub"], r["client_id"]) for r in static] == [
         ("shared/s.txt", None, None, None)]
     # Never content, tokens or credentials.
     for secret in (body.strip(), "C was here", ALICE_TEXT.strip(), token, STATIC_TOKEN,
+                   "launch code",
                    token.split(".")[2], "Bearer"):
         assert secret not in raw
     assert set().union(*(r.keys() for r in lines)) <= {

@@ -448,8 +448,14 @@ def _rooms_and_auth(args: argparse.Namespace, workspace: Workspace, options: dic
         read_only=args.read_only, on_stale=args.on_stale,
         trust_conditions=args.trust_conditions, timeout=args.timeout)
     tools = args.tools or tuple(t["name"] for t in _default_tools())
-    rooms = Rooms(AsyncWorkspace(workspace), tools, principals=principals, factory=factory,
-                  audit=sink, audit_reads=args.audit_reads)
+    try:
+        rooms = Rooms(AsyncWorkspace(workspace), tools, principals=principals,
+                      factory=factory, audit=sink, audit_reads=args.audit_reads)
+        rooms.check_roots()  # a principal's missing directory or bucket is said now
+    except Exception:
+        if sink is not None:
+            sink.close()
+        raise
     return rooms, auth
 
 

@@ -9,8 +9,10 @@ Every change (and, with ``--audit-reads``, every read) is one JSON line::
      "version_after": "etag:\\"71fe...\\""}
 
 ``event`` is ``written`` (a change committed), ``denied`` (a change refused: ``reason`` is
-the error code only, ``stale``, ``not_observed`` or ``denied``) or ``read``; ``path`` is
-relative to the server's root (the principal's root, then the path in it). A line never
+the error code only, ``stale``, ``not_observed`` or ``denied``), ``read`` (a file read)
+or ``searched`` (a ``glob``, ``grep`` or ``ls`` that answered: the directory it looked
+in, never its pattern); ``path`` is relative to the server's root (the principal's root,
+then the path in it). A line never
 holds file content, a diff, a token or a credential: it is built from the policy's
 ``fs/*`` events (:mod:`toolfs.policy.events`), field by field.
 
@@ -219,6 +221,24 @@ class AuditSubscriber:
         except Exception as exc:
             # A change that landed is not undone because the trail failed; said loudly.
             logger.error("audit: cannot record %s of %s: %s", kind, event.path, exc)
+
+    def searched(self, tool: str, path: str, context_id: str) -> None:
+        """Record a discovery call (``glob``, ``grep``, ``ls``) that looked in ``path``
+        (relative to the room); only with ``reads``. Its pattern is never written: it
+        may quote what the agent looked for."""
+        if not self.reads:
+            return
+        who = self.identity
+        rel = path.strip("/")
+        shown = "/".join(p for p in (who.root, rel) if p and p != ".")
+        record = {"time": self._clock(), "event": "searched", "principal": who.principal,
+                  "iss": who.iss, "sub": who.sub, "client_id": who.client_id,
+                  "context": context_id, "tool": tool, "operation": tool, "path": shown,
+                  "version_before": None, "version_after": None}
+        try:
+            self.sink.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+        except Exception as exc:
+            logger.error("audit: cannot record %s of %s: %s", tool, shown, exc)
 
     def line(self, event: FsEvent, kind: str) -> str:
         """The JSON line of ``event``: named fields only, never content or a diff."""
