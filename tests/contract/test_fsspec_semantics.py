@@ -3,7 +3,7 @@ every backend: the refusals it makes on purpose (each with the policy's error) a
 fsspec behaviours that hold with it (every mutating method guarded or denied, the
 read-only ones confined, no filesystem cached between contexts, exclusive creates raise
 ``FileExistsError``, a recursive delete is conditional on what this context observed).
-fsspec's own abstract suite runs in ``tests/integrations/test_fsspec_abstract.py``."""
+fsspec's own abstract suite runs in ``tests/policy/test_fsspec_abstract.py``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import fsspec
 import pytest
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from toolfs import FsError, PolicyFileSystem
 from toolfs.errors import AlreadyExists, Stale
 

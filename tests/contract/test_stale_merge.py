@@ -22,9 +22,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import toolfs
-from tests.backends import Backend, LocalBackend
+from tests.backend_fixtures import Backend, LocalBackend
 from toolfs import Policy
-from toolfs.merge import merge_write
+from toolfs.formats.merge import merge_write
 
 MERGE = Policy(on_stale="merge")
 

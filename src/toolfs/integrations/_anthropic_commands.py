@@ -39,6 +39,7 @@ from anthropic.lib.tools import ToolError
 
 from toolfs import tools
 from toolfs.errors import ADVICE, FsError, fs_error
+from toolfs.formats.text import decode, lines_around, normalize_newlines, split_lines
 from toolfs.integrations._anthropic_input import (
     _INSERT_NOTE,
     _SNIPPET_NOTE,
@@ -71,7 +72,6 @@ from toolfs.results import (
     ReadResult,
 )
 from toolfs.schemas import EditArgs, WriteArgs
-from toolfs.text import decode, lines_around, normalize_newlines, split_lines
 
 
 class _Engine(_MemoryCommands):

@@ -104,14 +104,14 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("toolfs.integrations.deepagents needs Deep Agents: "
                       "pip install 'toolfs[deepagents]'") from exc
 
-from toolfs import media
 from toolfs import tools as _tools
 from toolfs.errors import FsError, fs_error
+from toolfs.formats import media
+from toolfs.formats.text import decode, split_lines
 from toolfs.integrations._contexts import AgentContexts
 from toolfs.integrations._langgraph import agent_key
 from toolfs.policy.filesystem import Found, ObservedFile, PolicyFileSystem
 from toolfs.render import render_error
-from toolfs.text import decode, split_lines
 from toolfs.workspace import AsyncWorkspace, Workspace
 
 __all__ = ["ToolfsBackend"]
@@ -137,7 +137,7 @@ _IMAGE_TYPES = {"png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg",
 
 
 def _fitted_image(data: bytes, rel: str, shown: str) -> bytes:
-    """An image's bytes made to fit every provider's per-image limits (toolfs.media), in
+    """An image's bytes made to fit every provider's per-image limits (toolfs.formats.media), in
     the format Deep Agents will label it with (its extension's); as stored when the
     content is not of that format, or when it cannot be converted here (malformed, too
     many pixels, no ``toolfs[media]``): Deep Agents' own backends send every image as

@@ -56,9 +56,9 @@ except ImportError as exc:
 
 from toolfs import __version__
 from toolfs.errors import ErrorCode
-from toolfs.media_render import MediaView
 from toolfs.redact import Redactor
 from toolfs.render import ToolOutput
+from toolfs.render.media import MediaView
 from toolfs.results import (
     EditResult,
     GlobResult,
@@ -95,7 +95,7 @@ _RESULT_MODELS: dict[str, tuple[type[BaseModel], ...]] = {
     "glob": (GlobResult,), "grep": (GrepResult,), "ls": (ListResult,),
     "notebook_edit": (NotebookEditResult,),
 }
-# A tool's other result shapes: read of an image or a PDF (toolfs.media).
+# A tool's other result shapes: read of an image or a PDF (toolfs.formats.media).
 _OTHER_RESULT_MODELS: dict[str, tuple[type[BaseModel], ...]] = {"read": (MediaView,)}
 _INSTRUCTIONS = ("File tools over one workspace: find files (glob, grep, ls), then read, "
                  "write and edit text files by paths relative to the workspace root.")

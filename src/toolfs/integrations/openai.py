@@ -14,8 +14,8 @@ with the same policy as ``edit``:
 
 Rules (see docs/integrations.md):
 
-* **update_file** applies the diff (:mod:`toolfs.v4a`: exact context, every hunk located
-  uniquely) to the bytes this context observed, and commits them through that same
+* **update_file** applies the diff (:mod:`toolfs.integrations.v4a`: exact context, every
+  hunk located uniquely) to the bytes this context observed, and commits them through that same
   :class:`~toolfs.policy.filesystem.ObservedFile`: the write lands only on the version the
   diff was applied to, so a change made since gives ``stale``, never a lost update. All
   hunks are applied in memory and stored in one conditional write; a diff that does not
@@ -47,11 +47,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolfs.errors import FsError, fs_error
+from toolfs.formats.text import decode
+from toolfs.integrations.v4a import apply_update, parse_create, parse_patch, parse_update
 from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
 from toolfs.render import MAX_OUTPUT_CHARS, ToolOutput, bound_text, render_output
 from toolfs.results import PatchResult
-from toolfs.text import decode
-from toolfs.v4a import apply_update, parse_create, parse_patch, parse_update
 from toolfs.workspace import AsyncWorkspace, Workspace
 
 if TYPE_CHECKING:

@@ -51,7 +51,6 @@ from typing import Any, ClassVar, Literal
 from fsspec.spec import AbstractFileSystem
 
 from toolfs.backends import Overwrite, Store, Update, store_for, unwrapped
-from toolfs.content_cache import DEFAULT_CACHE_BYTES, shared_cache
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable
 from toolfs.policy.chaining import (
@@ -60,6 +59,7 @@ from toolfs.policy.chaining import (
     policy_option,
     target_filesystem,
 )
+from toolfs.policy.content_cache import DEFAULT_CACHE_BYTES, shared_cache
 from toolfs.policy.events import Operation, Subscriber
 from toolfs.policy.forwarding import Forwarding
 from toolfs.policy.handles import ObservedFile, PendingWrite, _CommitOnClose, _TextCommitOnClose
@@ -123,17 +123,17 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
             see :mod:`toolfs.backends.conditions`) and write even where it failed,
             accepting that concurrent changes may be lost there.
         content_cache_bytes: byte budget of the discovery content cache
-            (:mod:`toolfs.content_cache`): ``grep`` on a store whose listing carries
+            (:mod:`toolfs.policy.content_cache`): ``grep`` on a store whose listing carries
             versions (S3, GCS, Azure) does not download again an object listed at the
             version it cached. One cache per process and option set, shared by every
             context; 0 turns it off.
         content_cache_dir: hold that cache's bytes as files in this directory instead of
             in memory.
         grep_engine: ``"python"`` (default): local ``grep`` reads and searches every
-            candidate itself (in two worker threads, :mod:`toolfs.grep_workers`, with
+            candidate itself (in two worker threads, :mod:`toolfs.search.grep_workers`, with
             the single loop's answer); ``"ripgrep"``: it runs ripgrep, where there is one, as a
             prefilter that spares reading the files it finds no line in
-            (:mod:`toolfs.ripgrep`; the answer is the same). Measured in
+            (:mod:`toolfs.search.ripgrep`; the answer is the same). Measured in
             docs/benchmarks.md: a gain only for selective patterns with a core to spare.
     """
 

@@ -26,9 +26,9 @@ from fsspec.spec import AbstractFileSystem
 
 from toolfs._trusted import trusted
 from toolfs.backends import Store, conditions
-from toolfs.content_cache import ContentCache
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable
+from toolfs.policy.content_cache import ContentCache
 from toolfs.policy.events import (
     EVENT_FIELDS_SET,
     AuditLog,

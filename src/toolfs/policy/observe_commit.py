@@ -23,16 +23,17 @@ import contextlib
 import random
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal
 
 from toolfs.backends import Create, Overwrite, PutMode, Update, conditions
 from toolfs.backends.base import Blob
-from toolfs.diff import text_diff
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable
-from toolfs.merge import Rebased, merge_write
+from toolfs.formats.diff import text_diff
+from toolfs.formats.merge import merge_write
+from toolfs.policy.commits import Commit as Commit
+from toolfs.policy.commits import Rebase as Rebase
 from toolfs.policy.events import AuditLog, Operation
 from toolfs.policy.guards import Guards
 from toolfs.policy.handles import ObservedFile, PendingWrite
@@ -61,28 +62,9 @@ DIFF_CHARS = 20_000
 """Default character budget of the diff a ``stale`` refusal or a write-intent event
 carries (``diff_chars``); a ``Workspace`` lowers it to fit its output budget."""
 
-Rebase = Callable[[bytes], Rebased | None]
-"""Moves a change onto the current bytes of its file (``None``: it does not apply)."""
-
-
 def _turn(key: str) -> threading.RLock:
     """The turn (see ``_TURNS``) that commits to ``key`` take in this process."""
     return _TURNS[hash(key) % _COMMIT_STRIPES]
-
-
-@dataclass(frozen=True)
-class Commit:
-    """What a commit stored."""
-
-    path: str
-    created: bool
-    version: FileVersion
-    size: int
-    merged: bool = False
-    """The change was made from an older version and merged onto a newer one."""
-    theirs: tuple[tuple[int, int], ...] = ()
-    """When ``merged``: the other writer's change, as 1-based ``(first, last)`` line
-    ranges of the stored file (``first == last + 1``: lines removed there)."""
 
 
 _UNFETCHED: FsError = fs_error("backend_error", "not fetched")
@@ -320,7 +302,7 @@ class ObserveCommit(Guards):
                        err: FsError, *, exclusive: bool, rebase: Rebase | None) -> Commit:
         """Answer a commit refused because the file changed since the version it was
         made from. With ``Policy(on_stale="merge")``, move the change onto the current
-        bytes (``rebase``, default :func:`~toolfs.merge.merge_write`) and commit on
+        bytes (``rebase``, default :func:`~toolfs.formats.merge.merge_write`) and commit on
         exactly their version, retried :data:`MERGE_RETRIES` times; otherwise, or when it
         does not apply, raise ``stale`` with the diff since the observed version
         (:meth:`_shown_change`)."""
