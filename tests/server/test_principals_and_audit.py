@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from tests.server.conftest import child_env, serve_command
-from toolfs.integrations.cli import main
+from toolfs.__main__ import main
 from toolfs.server.audit import FileSink, ObjectStoreSink, open_audit
 from toolfs.server.principals import PrincipalsError, parse_principals
 

@@ -240,7 +240,8 @@ async def test_rooms_on_an_object_store_keep_principals_apart(backend: Any) -> N
     base = AsyncWorkspace(Workspace(backend.fs, root=backend.root))
     rooms = Rooms(base, tools, principals=principals,
                   factory=Rooms.factory_of(backend.fs, root=backend.root))
-    auth = resource_server(resource=None, static_hashes=principals.static_hashes())
+    auth = resource_server(resource=None, static_hashes=principals.static_hashes(),
+                           rooms=rooms)
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     app = ToolfsMCP(base, tools=tools, rooms=rooms).http_app(auth=auth)
