@@ -240,3 +240,22 @@ def test_a_principals_missing_root_is_said_at_start(
                  "--principals", str(p)]) == 1
     err = capsys.readouterr().err
     assert "principal 'ci' (root 'teams/ci')" in err and "not_found" in err, err
+
+
+@pytest.mark.anyio
+async def test_audit_over_stdio(tmp_path: Path) -> None:
+    """``toolfs serve DIR --audit FILE`` over stdio: one agent, no principal."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
+
+    (tmp_path / "root").mkdir()
+    audit = tmp_path / "audit.jsonl"
+    argv = serve_command(str(tmp_path / "root"), "--audit", str(audit), "--audit-reads")
+    env = {**get_default_environment(), "PYTHONPATH": child_env()["PYTHONPATH"]}
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
+    async with Client(stdio_client(params)) as client:
+        await client.call_tool("write", {"file_path": "a.txt", "content": "x\n"})
+        await client.call_tool("read", {"file_path": "a.txt"})
+    lines = [json.loads(x) for x in audit.read_text().splitlines()]
+    assert [(r["event"], r["tool"], r["path"], r["principal"], r["sub"]) for r in lines] == [
+        ("written", "write", "a.txt", None, None), ("read", "read", "a.txt", None, None)]
