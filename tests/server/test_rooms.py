@@ -258,3 +258,25 @@ async def test_rooms_on_an_object_store_keep_principals_apart(backend: Any) -> N
             listing = await alice.call_tool("glob", {"pattern": "**/*"})
             assert "notes.txt" in _text(listing) and "secret" not in _text(listing)
     assert backend.get("teams/bob/secret.txt") == SECRET_TEXT.encode()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("who", "outcome"), [("alice", None), ("bob", "stale")])
+async def test_each_principal_has_its_own_on_stale(served: Served, who: str,
+                                                   outcome: str | None) -> None:
+    """alice's room merges a stale edit that does not overlap (on_stale = "merge"); bob's
+    refuses it (the server's default)."""
+    token = served.token(who)
+    path = f"merge-{who}.txt"
+    async with bearer_client(served.url, token) as first, \
+            bearer_client(served.url, token) as second:
+        assert _code(await first.call_tool("write", {
+            "file_path": path, "content": "one\ntwo\nthree\n"})) is None
+        assert _code(await second.call_tool("read", {"file_path": path})) is None
+        assert _code(await second.call_tool("edit", {
+            "file_path": path, "old_string": "three", "new_string": "THREE"})) is None
+        late = await first.call_tool("edit", {"file_path": path, "old_string": "one",
+                                              "new_string": "ONE"})
+    assert _code(late) == outcome, _text(late)
+    text = (served.root / "teams" / who / path).read_text()
+    assert text == ("ONE\ntwo\nTHREE\n" if outcome is None else "one\ntwo\nTHREE\n")
