@@ -259,3 +259,24 @@ async def test_audit_over_stdio(tmp_path: Path) -> None:
     lines = [json.loads(x) for x in audit.read_text().splitlines()]
     assert [(r["event"], r["tool"], r["path"], r["principal"], r["sub"]) for r in lines] == [
         ("written", "write", "a.txt", None, None), ("read", "read", "a.txt", None, None)]
+
+
+@pytest.mark.parametrize("backend", ["s3"], indirect=True)
+def test_the_object_store_sink_keeps_its_lines_while_the_store_refuses(
+        backend: Backend) -> None:
+    bucket = "toolfs-audit-later"
+    sink = ObjectStoreSink(f"{bucket}/trail", fs=backend.fs, flush_seconds=3600)
+    try:
+        for n in range(3):
+            sink.write(json.dumps({"n": n}))
+        sink.flush()  # no such bucket yet: nothing written, nothing lost
+        assert sink.objects_written == 0
+        backend.emulator.create_bucket(bucket)
+        sink.write(json.dumps({"n": 3}))
+    finally:
+        sink.close()
+    backend.fs.invalidate_cache()
+    names = backend.fs.find(f"{bucket}/trail")
+    got = [json.loads(x)["n"] for name in names
+           for x in backend.fs.cat_file(name).decode().splitlines()]
+    assert got == [0, 1, 2, 3] and sink.objects_written == 1

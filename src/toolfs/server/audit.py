@@ -117,6 +117,8 @@ class ObjectStoreSink:
         self._store = store_for(fs)
         self.flush_seconds = flush_seconds
         self.batch_lines = batch_lines
+        self.max_held = 100 * batch_lines
+        """Lines held while the store refuses writes, at most (the oldest go first)."""
         self.writer = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self._lines: list[str] = []
         self._seq = 0
@@ -152,12 +154,18 @@ class ObjectStoreSink:
                     f"{self._seq:06d}.jsonl")
             try:
                 self._store.put(name, data, Create())
-            except FsError as err:
-                if err.code == "stale":  # the name is taken: never overwrite, take the next
-                    continue
-                logger.warning("audit: cannot write %s: %s", name, err.message)
-                with self._lock:  # keep the lines for the next try
+            except Exception as err:
+                if isinstance(err, FsError) and err.code == "stale":
+                    continue  # the name is taken: never overwrite, take the next
+                logger.warning("audit: cannot write %s: %s", name,
+                               err.message if isinstance(err, FsError) else err)
+                with self._lock:  # keep the lines for the next try, within a bound
                     self._lines[:0] = data.decode().splitlines()
+                    excess = len(self._lines) - self.max_held
+                    if excess > 0:
+                        del self._lines[:excess]
+                        logger.error("audit: the store refuses writes; %d oldest lines "
+                                     "dropped (at most %d held)", excess, self.max_held)
                 return
             self.objects_written += 1
             return
