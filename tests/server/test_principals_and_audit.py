@@ -280,3 +280,37 @@ def test_the_object_store_sink_keeps_its_lines_while_the_store_refuses(
     got = [json.loads(x)["n"] for name in names
            for x in backend.fs.cat_file(name).decode().splitlines()]
     assert got == [0, 1, 2, 3] and sink.objects_written == 1
+
+
+def test_static_tokens_carry_their_principals_scopes_for_required_scope() -> None:
+    import httpx2
+
+    from tests.server.conftest import free_port, uvicorn_thread
+    from toolfs.integrations.mcp_server import ToolfsMCP
+    from toolfs.server.auth import sha256_hex
+    from toolfs.server.http import resource_server
+    from toolfs.workspace import Workspace
+
+    writer, reader = "writer-static-token-0123456789", "reader-static-token-0123456789"
+    principals = parse_principals(
+        f'[[principal]]\nname = "w"\nmatch = {{ token_sha256 = "{sha256_hex(writer)}" }}\n'
+        'root = "."\nscopes = ["files:read", "files:write"]\n\n'
+        f'[[principal]]\nname = "r"\nmatch = {{ token_sha256 = "{sha256_hex(reader)}" }}\n'
+        'root = "."\nread_only = true\n')
+    auth = resource_server(resource=None, static_hashes=principals.static_hashes(),
+                           static_scopes=principals.scopes(), required_scopes=["files:write"])
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}
+    with uvicorn_thread(ToolfsMCP(Workspace("memory://toolfs-static-scopes")).http_app(
+            auth=auth), port):
+        def status(token: str) -> httpx2.Response:
+            return httpx2.post(url, json=init, headers={
+                "Authorization": f"Bearer {token}",
+                "Accept": "application/json, text/event-stream"})
+        assert status(writer).status_code == 200
+        refused = status(reader)
+        assert refused.status_code == 403
+        assert 'error="insufficient_scope"' in refused.headers["www-authenticate"]

@@ -44,13 +44,17 @@ def setup(args: argparse.Namespace, workspace: Workspace, options: dict[str, Any
     auth = None
     if args.transport == "http" and (args.auth_issuer is not None or principals is not None):
         hashes = principals.static_hashes() if principals is not None else {}
+        scopes = principals.scopes() if principals is not None else {}
         if token is not None and principals is None:  # --token beside OAuth: one room
             hashes = {sha256_hex(token): "*"}
+            scopes = {"*": ("files:read",) if args.read_only else ("files:read",
+                                                                    "files:write")}
         try:
             auth = resource_server(
                 resource=args.resource, issuer=args.auth_issuer, jwks_url=args.jwks_url,
                 introspection_url=args.introspection_url, audience=args.audience,
                 required_scopes=tuple(args.required_scope), static_hashes=hashes,
+                static_scopes=scopes,
                 introspection_client_id=args.introspection_client_id,
                 introspection_client_secret=os.environ.get(INTROSPECTION_SECRET_ENV))
             asyncio.run(auth.prepare())  # a wrong issuer or JWKS URL is said now

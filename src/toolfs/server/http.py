@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -73,16 +73,18 @@ def resource_server(*, resource: str | None, issuer: str | None = None,
                     jwks_url: str | None = None, introspection_url: str | None = None,
                     audience: str | None = None, required_scopes: Sequence[str] = (),
                     static_hashes: dict[str, str] | None = None,
+                    static_scopes: Mapping[str, Sequence[str]] | None = None,
                     introspection_client_id: str | None = None,
                     introspection_client_secret: str | None = None,
                     rooms: Rooms | None = None) -> ResourceServer:
     """Settings and verifier for OAuth (``issuer`` and ``resource``; JWTs against the
     JWKS, or opaque tokens through ``introspection_url``) and/or static tokens known by
-    their SHA-256 (``static_hashes``: ``{hex: principal name}``); with ``rooms`` of
+    their SHA-256 (``static_hashes``: ``{hex: principal name}``, each carrying
+    ``static_scopes[name]``); with ``rooms`` of
     principals, a valid token that matches none is answered 403."""
     verifiers: list[TokenVerifier] = []
     if static_hashes:
-        verifiers.append(StaticTokenVerifier(static_hashes, resource))
+        verifiers.append(StaticTokenVerifier(static_hashes, resource, scopes=static_scopes))
     if issuer is not None:
         if resource is None:
             raise AuthConfigError("--auth-issuer needs --resource (this server's URL, the "
