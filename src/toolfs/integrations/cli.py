@@ -344,8 +344,7 @@ def _serve(args: argparse.Namespace) -> int:
                           trust_conditions=args.trust_conditions, timeout=args.timeout)
     workspace.check_root()  # a missing bucket is said now, not on every call
     rooms, auth = None, None
-    wanted = (args.auth_issuer, args.principals, args.audit) != (None, None, None)
-    if wanted or (args.transport == "http" and args.auth_issuer is not None):
+    if (args.auth_issuer, args.principals, args.audit) != (None, None, None):
         if args.server_setup is None:
             raise UsageError("--auth-issuer, --principals and --audit need toolfs.server: run "
                              "the toolfs command or python -m toolfs")
