@@ -314,3 +314,14 @@ def test_static_tokens_carry_their_principals_scopes_for_required_scope() -> Non
         refused = status(reader)
         assert refused.status_code == 403
         assert 'error="insufficient_scope"' in refused.headers["www-authenticate"]
+
+
+def test_the_bare_command_line_says_where_the_server_options_live(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``toolfs.integrations.cli.main`` alone (without the entry point's server setup)
+    refuses the server's options with a line saying what to run."""
+    from toolfs.integrations.cli import main as bare_main
+
+    assert bare_main(["serve", str(tmp_path), "--audit", str(tmp_path / "a.jsonl")]) == 2
+    assert "need toolfs.server: run the toolfs command or python -m toolfs" in \
+        capsys.readouterr().err
