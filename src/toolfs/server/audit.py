@@ -213,6 +213,9 @@ class Identity:
 class AuditSubscriber:
     """An ``fs/*`` subscriber of one execution context writing audit lines to a sink."""
 
+    wants_diff = False
+    """A line never holds a diff: the policy need not compute one for this subscriber."""
+
     def __init__(self, sink: AuditSink, identity: Identity, *, reads: bool = False,
                  clock: Callable[[], str] = _now) -> None:
         self.sink = sink
