@@ -1,6 +1,6 @@
 """What token verification costs ``toolfs serve`` per call (issue 38).
 
-Two tables:
+Three tables:
 
 1. The verifier alone (:mod:`toolfs.server.auth`), per token: a JWT seen before (the
    cache: one SHA-256 and a dict lookup), a new RS256 or ES256 JWT (signature and
@@ -10,6 +10,7 @@ Two tables:
    server): the static ``--token`` mode against OAuth with JWTs (every call after the
    first served from the cache), in alternating rounds of 10 calls; calls per second and
    p50/p99 latency.
+3. What the audit trail adds to an edit (one JSON line to a local file).
 
     python benchmarks/bench_auth.py [--tiny]
 """
@@ -167,6 +168,35 @@ async def _calls(n: int) -> list[list[str]]:
     return rows
 
 
+def _audited_edits(n: int) -> list[list[str]]:
+    """An edit of a 2,000-line file in memory, without and with the audit trail (a
+    subscriber writing one line to a local file), alternating."""
+    import os
+    import tempfile
+
+    import toolfs
+    from toolfs.server.audit import AuditSubscriber, FileSink, Identity
+
+    body = "".join(f"line {i} of a file with some text in it\n" for i in range(2000))
+    folder = tempfile.mkdtemp(prefix="bench-auth-")
+    sink = FileSink(os.path.join(folder, "audit.jsonl"))
+    plain = toolfs.Workspace("memory://bench-auth-plain")
+    audited = toolfs.Workspace("memory://bench-auth-audited")
+    audited.subscribe(AuditSubscriber(sink, Identity("bench", sub="bench")))
+    samples: dict[str, list[int]] = {"no audit": [], "--audit FILE": []}
+    for ws in (plain, audited):
+        ws.write("f.txt", body)
+    for i in range(n):
+        for label, ws in (("no audit", plain), ("--audit FILE", audited)):
+            t0 = time.perf_counter_ns()
+            ws.edit("f.txt", f"line {i} of", f"LINE {i} of")
+            samples[label].append(time.perf_counter_ns() - t0)
+    sink.close()
+    base = _common.median_us(samples["no audit"])
+    return [[label, _common.fmt_us(_common.median_us(got)),
+             f"{_common.median_us(got) / base:.2f}x"] for label, got in samples.items()]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="a quick run (tests)")
@@ -178,6 +208,9 @@ def main() -> None:
     print(f"\nA whole MCP call: ls over streamable HTTP, one session, {n_calls} calls\n")
     print(_common.markdown_table(["auth", "calls/s", "p50 ms", "p99 ms"],
                                  asyncio.run(_calls(n_calls))))
+    print(f"\nAn edit of a 2,000-line file (memory://), {n_calls} each, alternating\n")
+    print(_common.markdown_table(["audit", "median µs", "vs no audit"],
+                                 _audited_edits(n_calls)))
 
 
 if __name__ == "__main__":
