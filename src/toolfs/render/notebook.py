@@ -19,7 +19,7 @@ from toolfs.render.lines import MAX_LINE_CHARS, _plural, number_line
 from toolfs.render.media import human_size, image_cost
 from toolfs.results import NotebookCell, NotebookEditResult, NotebookImage, NotebookReadResult
 
-__all__ = ["notebook_edit_view", "notebook_read_view", "render_notebook_edit",
+__all__ = ["notebook_edit_view", "notebook_lines", "notebook_read_view", "render_notebook_edit",
            "render_notebook_read"]
 
 _FOOTER_ROOM = 300
@@ -57,13 +57,15 @@ def _image_line(n: int, what: str, image: NotebookImage, shown: bool, why: str |
 
 
 def _cell_lines(cell: NotebookCell, line_chars: int, shown: frozenset[str] = frozenset(),
-                why: str | None = None) -> list[str]:
+                why: str | None = None, *, numbered: bool = True) -> list[str]:
     """The text lines of one cell: header, numbered source, outputs. The images named in
-    ``shown`` are said to be shown; any other fitted image is not shown because ``why``."""
+    ``shown`` are said to be shown; any other fitted image is not shown because ``why``.
+    ``numbered=False``: the source lines as they are (a caller that numbers lines)."""
     out = [_header(cell)]
     if not cell.source:
         out.append("  (empty)")
-    out += [number_line(n, line, line_chars) for n, line in enumerate(cell.source, 1)]
+    out += ([number_line(n, line, line_chars) for n, line in enumerate(cell.source, 1)]
+            if numbered else list(cell.source))
     for n, o in enumerate(cell.outputs, 1):
         what = f"{o.output_type} {o.label}".strip()
         if o.image is not None:
@@ -206,6 +208,17 @@ def _clipped(cell: NotebookCell, line_chars: int) -> NotebookCell:
     if all(len(x) <= line_chars for x in cell.source):
         return cell
     return cell.model_copy(update={"source": [_clip(x, line_chars) for x in cell.source]})
+
+
+def notebook_lines(r: NotebookReadResult) -> list[str]:
+    """Every cell of ``r`` as lines, with no budget: each cell's header, its source lines
+    as they are (unnumbered, for a tool whose caller numbers the lines it shows: Deep
+    Agents' ``read_file``) and its outputs summarised, no image shown."""
+    out: list[str] = []
+    for cell in r.cells:
+        out += _cell_lines(cell, MAX_LINE_CHARS, why="images are not shown here",
+                           numbered=False)
+    return out
 
 
 def render_notebook_read(r: NotebookReadResult, max_chars: int) -> str:

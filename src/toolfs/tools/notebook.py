@@ -45,6 +45,7 @@ from toolfs.formats.notebook import (
 )
 from toolfs.formats.text import BOM, decode
 from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
+from toolfs.policy.observe_commit import Commit
 from toolfs.results import (
     EditResult,
     MediaResult,
@@ -325,6 +326,18 @@ def _land(fs: PolicyFileSystem, f: ObservedFile, nb: Notebook, bom: bool, plan: 
     since and the policy merges, the same change is planned again on the current
     notebook, when the cells it rests on are as they were (else ``stale``, with the
     diff)."""
+    commit, done = _committed(fs, f, nb, bom, plan)
+    return NotebookEditResult(
+        path=commit.path, action=done.action, version=commit.version, cell_id=done.cell_id,
+        index=done.index, cell_type=done.cell_type, total_cells=done.total,
+        replacements=done.replacements, cells_changed=list(done.changed),
+        outputs_cleared=done.cleared, source=_source_lines(done.source)[:SOURCE_SNIPPET_LINES],
+        merged=commit.merged)
+
+
+def _committed(fs: PolicyFileSystem, f: ObservedFile, nb: Notebook, bom: bool, plan: _Plan
+               ) -> tuple[Commit, _Change]:
+    """:func:`_land`'s commit, and the change it stored (planned again if merged)."""
     try:
         change = plan(nb)
     except FsError:
@@ -347,13 +360,7 @@ def _land(fs: PolicyFileSystem, f: ObservedFile, nb: Notebook, bom: bool, plan: 
             return None
 
     commit = f.commit(data, operation="edit", rebase=rebase)
-    done = moved[0] if commit.merged and moved else change
-    return NotebookEditResult(
-        path=commit.path, action=done.action, version=commit.version, cell_id=done.cell_id,
-        index=done.index, cell_type=done.cell_type, total_cells=done.total,
-        replacements=done.replacements, cells_changed=list(done.changed),
-        outputs_cleared=done.cleared, source=_source_lines(done.source)[:SOURCE_SNIPPET_LINES],
-        merged=commit.merged)
+    return commit, moved[0] if commit.merged and moved else change
 
 
 def _rests_on_the_same(base: Notebook, now: Notebook, planned: _Change, again: _Change
@@ -430,6 +437,73 @@ def _encode(fs: PolicyFileSystem, path: str, nb: Notebook, splices: list[Splice]
                        f"cap of {fs.size_cap}", path=path,
                        details={"size": len(new_data), "cap": fs.size_cap, "result": True})
     return new_data
+
+
+# -- a change of the sources' text (apply_patch) ---------------------------------------------
+
+# Between two cells' sources in the text a patch applies to: a line no diff can hold (a
+# diff with a NUL is refused), so a hunk's context or removed lines never reach across it.
+_CELL_BREAK = "\x00toolfs: next cell\x00\n"
+
+
+def sources_text(nb: Notebook) -> str:
+    """The cells' sources as one text, each as whole lines (a source without a final
+    newline given one), one cell apart from the next by a line no diff can match."""
+    return _CELL_BREAK.join(c.source if c.source == "" or c.source.endswith("\n")
+                            else c.source + "\n" for c in nb.cells)
+
+
+def patch_sources(fs: PolicyFileSystem, f: ObservedFile, nb: Notebook, bom: bool,
+                  change: Callable[[str], str]) -> tuple[Commit, tuple[str, ...]]:
+    """Commit through ``f`` what ``change`` (a patch applied to :func:`sources_text`)
+    makes of the cells' sources: each changed cell's source set, every byte outside those
+    sources as it was (``merged`` as :func:`edit`). ``invalid_arguments`` when it
+    changes no source; the commit and the ids of the cells changed."""
+    def plan(on: Notebook) -> _Change:
+        return _sources_change(on, f.path, change)
+
+    commit, done = _committed(fs, f, nb, bom, plan)
+    return commit, done.changed
+
+
+def patched_bytes(fs: PolicyFileSystem, path: str, nb: Notebook, bom: bool,
+                  change: Callable[[str], str]) -> bytes:
+    """The bytes :func:`patch_sources` would commit, for a caller that stores them
+    elsewhere (a patch that also moves the notebook)."""
+    return _encode(fs, path, nb, _sources_change(nb, path, change).splices, bom)
+
+
+def _sources_change(nb: Notebook, path: str, change: Callable[[str], str]) -> _Change:
+    try:
+        new = change(sources_text(nb))
+    except FsError as err:  # its quotes of the text name the boundary in words
+        mark = _CELL_BREAK.rstrip("\n")
+        shown = err.message.replace(repr(mark), "<the next cell>").replace(
+            mark, "<the next cell>")
+        if shown != err.message:
+            shown += (" (In a notebook a diff applies to the cells' sources as read shows "
+                      "them, and a hunk stays within one cell.)")
+        err.message = shown
+        err.args = (err.message,)
+        raise
+    parts = new.split(_CELL_BREAK)
+    if len(parts) != len(nb.cells):  # unreachable while no diff holds a NUL
+        raise fs_error("invalid_arguments", "the patch reaches across cells", path=path)
+    splices: list[Splice] = []
+    cells: list[tuple[Cell, str]] = []
+    for cell, part in zip(nb.cells, parts, strict=True):
+        if not cell.source.endswith("\n") and part.endswith("\n"):
+            part = part[:-1]  # the newline sources_text gave it
+        if part != cell.source:
+            splices.append(set_source(nb, cell, part))
+            cells.append((cell, part))
+    if not cells:
+        raise fs_error("invalid_arguments", "the patch changes no cell's source", path=path)
+    handles = tuple(c.handle for c, _ in cells)
+    first, source = cells[0]
+    return _Change(splices, "edited", first.handle, first.index + 1, first.cell_type,
+                   len(nb.cells), source, replacements=len(cells), changed=handles,
+                   anchors=handles)
 
 
 # -- notebook_edit --------------------------------------------------------------------------
