@@ -1,14 +1,16 @@
 """What token verification costs ``toolfs serve`` per call (issue 38).
 
-Two tables:
+Three tables:
 
 1. The verifier alone (:mod:`toolfs.server.auth`), per token: a JWT seen before (the
    cache: one SHA-256 and a dict lookup), a new RS256 or ES256 JWT (signature and
    claims), and a static token known by its SHA-256, beside a bare ``hmac.compare_digest``
    of the static ``--token`` mode.
-2. A whole MCP call (``ls`` over streamable HTTP, the official client, one session): the
-   static ``--token`` mode against OAuth with JWTs (every call after the first served from
-   the cache), calls per second and p50/p99 latency.
+2. A whole MCP call (``ls`` over streamable HTTP, the official client, one session per
+   server): the static ``--token`` mode against OAuth with JWTs (every call after the
+   first served from the cache), in alternating rounds of 10 calls; calls per second and
+   p50/p99 latency.
+3. What the audit trail adds to an edit (one JSON line to a local file).
 
     python benchmarks/bench_auth.py [--tiny]
 """
@@ -98,6 +100,7 @@ async def _per_token(n: int) -> list[list[str]]:
 
 
 async def _calls(n: int) -> list[list[str]]:
+    import contextlib
     import socket
     import threading
 
@@ -110,44 +113,88 @@ async def _calls(n: int) -> list[list[str]]:
     from toolfs.server.http import resource_server
     from toolfs.workspace import Workspace
 
-    rows = []
+    modes = ("--token (static)", "OAuth JWT (cached)")
+    samples: dict[str, list[int]] = {m: [] for m in modes}
+    elapsed: dict[str, float] = dict.fromkeys(modes, 0.0)
+    servers = []
     with OAuthIssuer() as issuer:
-        for mode in ("--token (static)", "OAuth JWT (cached)"):
-            sock = socket.create_server(("127.0.0.1", 0))
-            url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-            ws = Workspace(f"memory://bench-auth-{len(rows)}")
-            ws.write("a.txt", "a\n")
-            server = ToolfsMCP(ws)
-            if mode.startswith("OAuth"):
-                app = server.http_app(auth=resource_server(resource=url, issuer=issuer.url))
-                token = issuer.mint(sub="bench", aud=url)
-            else:
-                token = "static-token-0123456789abcdef"
-                app = server.http_app(token=token)
-            uv = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="on",
-                                               log_level="warning"))
-            thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
-            thread.start()
-            while not uv.started:
-                await asyncio.sleep(0.01)
-            samples = []
-            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http, \
-                    Client(streamable_http_client(url, http_client=http)) as client:
-                for _ in range(max(3, n // 10)):  # warm up
-                    await client.call_tool("ls", {})
-                start = time.perf_counter()
-                for _ in range(n):
-                    t0 = time.perf_counter_ns()
-                    await client.call_tool("ls", {})
-                    samples.append(time.perf_counter_ns() - t0)
-                elapsed = time.perf_counter() - start
-            uv.should_exit = True
-            thread.join(10)
-            sock.close()
-            q = statistics.quantiles(samples, n=100) if len(samples) > 1 else samples * 99
-            rows.append([mode, f"{n / elapsed:,.0f}", f"{statistics.median(samples) / 1e6:.2f}",
-                         f"{q[98] / 1e6:.2f}"])
+        async with contextlib.AsyncExitStack() as stack:
+            clients = {}
+            for i, mode in enumerate(modes):
+                sock = socket.create_server(("127.0.0.1", 0))
+                url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+                ws = Workspace(f"memory://bench-auth-{i}")
+                ws.write("a.txt", "a\n")
+                server = ToolfsMCP(ws)
+                if mode.startswith("OAuth"):
+                    app = server.http_app(auth=resource_server(resource=url, issuer=issuer.url))
+                    token = issuer.mint(sub="bench", aud=url)
+                else:
+                    token = "static-token-0123456789abcdef"
+                    app = server.http_app(token=token)
+                uv = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="on",
+                                                   log_level="warning"))
+                thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
+                thread.start()
+                servers.append((uv, thread, sock))
+                while not uv.started:
+                    await asyncio.sleep(0.01)
+                http = await stack.enter_async_context(
+                    httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}))
+                clients[mode] = await stack.enter_async_context(
+                    Client(streamable_http_client(url, http_client=http)))
+                for _ in range(5):  # warm up
+                    await clients[mode].call_tool("ls", {})
+            # Rounds alternate between the modes, so load on the machine falls on both.
+            batch = 10
+            for _ in range(max(1, n // batch)):
+                for mode in modes:
+                    start = time.perf_counter()
+                    for _ in range(batch):
+                        t0 = time.perf_counter_ns()
+                        await clients[mode].call_tool("ls", {})
+                        samples[mode].append(time.perf_counter_ns() - t0)
+                    elapsed[mode] += time.perf_counter() - start
+    for uv, thread, sock in servers:
+        uv.should_exit = True
+        thread.join(10)
+        sock.close()
+    rows = []
+    for mode in modes:
+        got = samples[mode]
+        q = statistics.quantiles(got, n=100)
+        rows.append([mode, f"{len(got) / elapsed[mode]:,.0f}",
+                     f"{statistics.median(got) / 1e6:.2f}", f"{q[98] / 1e6:.2f}"])
     return rows
+
+
+def _audited_edits(n: int) -> list[list[str]]:
+    """An edit of a 2,000-line file in memory, without and with the audit trail (a
+    subscriber writing one line to a local file), alternating."""
+    import os
+    import tempfile
+
+    import toolfs
+    from toolfs.server.audit import AuditSubscriber, FileSink, Identity
+
+    body = "".join(f"line {i} of a file with some text in it\n" for i in range(2000))
+    folder = tempfile.mkdtemp(prefix="bench-auth-")
+    sink = FileSink(os.path.join(folder, "audit.jsonl"))
+    plain = toolfs.Workspace("memory://bench-auth-plain")
+    audited = toolfs.Workspace("memory://bench-auth-audited")
+    audited.subscribe(AuditSubscriber(sink, Identity("bench", sub="bench")))
+    samples: dict[str, list[int]] = {"no audit": [], "--audit FILE": []}
+    for ws in (plain, audited):
+        ws.write("f.txt", body)
+    for i in range(n):
+        for label, ws in (("no audit", plain), ("--audit FILE", audited)):
+            t0 = time.perf_counter_ns()
+            ws.edit("f.txt", f"line {i} of", f"LINE {i} of")
+            samples[label].append(time.perf_counter_ns() - t0)
+    sink.close()
+    base = _common.median_us(samples["no audit"])
+    return [[label, _common.fmt_us(_common.median_us(got)),
+             f"{_common.median_us(got) / base:.2f}x"] for label, got in samples.items()]
 
 
 def main() -> None:
@@ -161,6 +208,9 @@ def main() -> None:
     print(f"\nA whole MCP call: ls over streamable HTTP, one session, {n_calls} calls\n")
     print(_common.markdown_table(["auth", "calls/s", "p50 ms", "p99 ms"],
                                  asyncio.run(_calls(n_calls))))
+    print(f"\nAn edit of a 2,000-line file (memory://), {n_calls} each, alternating\n")
+    print(_common.markdown_table(["audit", "median µs", "vs no audit"],
+                                 _audited_edits(n_calls)))
 
 
 if __name__ == "__main__":

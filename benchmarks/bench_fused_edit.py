@@ -52,10 +52,10 @@ from toolfs import tools
 from toolfs._trusted import trusted
 from toolfs.backends.base import Update
 from toolfs.errors import fs_error
+from toolfs.formats.text import apply_edit, decode, lines_around
 from toolfs.policy.events import AuditLog
 from toolfs.policy.observe_commit import _turn
 from toolfs.results import EditResult
-from toolfs.text import apply_edit, decode, lines_around
 
 
 def fused_edit(ws: toolfs.Workspace, file_path: str, old: str, new: str) -> EditResult:

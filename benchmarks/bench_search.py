@@ -37,7 +37,7 @@ from typing import Any
 import fsspec
 
 import toolfs
-from toolfs import grep_workers, ripgrep
+from toolfs.search import grep_workers, ripgrep
 from toolfs.testing.azurite import AzuriteEmulator
 from toolfs.testing.emulators import GCSEmulator, S3Emulator
 

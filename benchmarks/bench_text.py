@@ -24,7 +24,7 @@ from collections.abc import Callable
 import _common
 import toolfs
 from toolfs.errors import FsError
-from toolfs.text import apply_edit
+from toolfs.formats.text import apply_edit
 
 
 def best_of(fn: Callable[[], object], repeat: int) -> float:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.backends import (
+from tests.backend_fixtures import (
     AzureBackend,
     Backend,
     GCSBackend,

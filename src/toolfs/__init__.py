@@ -9,14 +9,17 @@ run in an environment with toolfs installed imports it, and should not pay for p
 models and fsspec it does not use.
 
 In IPython (a Jupyter kernel), importing toolfs registers the notebook views of
-:mod:`toolfs.display`; ``%load_ext toolfs`` does the same for a shell started later.
+:mod:`toolfs.integrations.display`; ``%load_ext toolfs`` does the same for a shell started later.
 The core modules know nothing of notebooks: display sits above them.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
 import sys
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -79,9 +82,52 @@ def __dir__() -> list[str]:
     return [*__all__, "__version__"]
 
 
+_MOVED: dict[str, str] = {
+    "toolfs.text": "toolfs.formats.text", "toolfs.diff": "toolfs.formats.diff",
+    "toolfs.merge": "toolfs.formats.merge", "toolfs.notebook": "toolfs.formats.notebook",
+    "toolfs.media": "toolfs.formats.media", "toolfs.media_render": "toolfs.render.media",
+    "toolfs.notebook_render": "toolfs.render.notebook",
+    "toolfs.content_cache": "toolfs.policy.content_cache",
+    "toolfs.discovery": "toolfs.search.discovery",
+    "toolfs.line_regex": "toolfs.search.line_regex",
+    "toolfs.grep_workers": "toolfs.search.grep_workers",
+    "toolfs.ripgrep": "toolfs.search.ripgrep",
+    "toolfs.tools_discovery": "toolfs.tools.search",
+    "toolfs.notebook_tools": "toolfs.tools.notebook",
+    "toolfs.v4a": "toolfs.integrations.v4a", "toolfs.v4a.apply": "toolfs.integrations.v4a.apply",
+    "toolfs.v4a.mismatch": "toolfs.integrations.v4a.mismatch",
+    "toolfs.v4a.parse": "toolfs.integrations.v4a.parse",
+    "toolfs.v4a.search": "toolfs.integrations.v4a.search",
+    "toolfs.display": "toolfs.integrations.display",
+}
+"""Module paths of before the regroup by concept (docs/architecture.md) and where each
+module lives now: ``import toolfs.text`` still works and gives ``toolfs.formats.text``
+itself (the same module object, so patches and ``isinstance`` agree)."""
+
+
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports an old module path (``_MOVED``) as the module at its new path."""
+
+    def find_spec(self, fullname: str, path: Any = None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in _MOVED:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        return importlib.import_module(_MOVED[spec.name])
+
+    def exec_module(self, module: ModuleType) -> None:
+        """The module ran when it was imported at its new path."""
+
+
+if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _MovedModules())  # before the path finders: one module, not two
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext toolfs``: show toolfs objects as Markdown and HTML in this shell."""
-    from toolfs.display import register
+    from toolfs.integrations.display import register
 
     register(ipython)
 
@@ -91,7 +137,7 @@ def _register_display() -> None:
     ipython = sys.modules.get("IPython")
     get_ipython = getattr(ipython, "get_ipython", None)
     if get_ipython is not None and get_ipython() is not None:
-        from toolfs.display import register
+        from toolfs.integrations.display import register
 
         register()
 

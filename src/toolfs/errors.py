@@ -81,7 +81,7 @@ TOO_LARGE_RESULT_ADVICE = ("Make the change smaller, or put the content in sever
 # Where one code means different things for different operations.
 _ADVICE_BY_OPERATION: dict[tuple[str, Any], str] = {
     ("too_large", "write"): "Write less content: split it into several smaller files.",
-    # read of an image or a PDF (toolfs.media)
+    # read of an image or a PDF (toolfs.formats.media)
     ("not_text", "read_media"): "This file cannot be shown; do not retry the read.",
     ("too_large", "read_media"): "Images and PDFs are read whole: this one is over the size "
                                  "cap and cannot be shown.",

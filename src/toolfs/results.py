@@ -141,7 +141,7 @@ class GrepMatch(_Result):
     """True for a context line (``context`` > 0), False for a matching line."""
     chars: int | None = None
     """Characters in the whole line when ``text`` holds only its first
-    ``toolfs.tools_discovery.GREP_LINE_CHARS``; ``None`` when ``text`` is the whole line."""
+    ``toolfs.tools.search.GREP_LINE_CHARS``; ``None`` when ``text`` is the whole line."""
 
 
 class GrepResult(_Result):
@@ -164,7 +164,7 @@ class GrepResult(_Result):
     being read). Hidden, ignored and denied files are not searched and not counted."""
     ignore_rules_not_applied: int = 0
     """``.gitignore`` wildcard rules beyond the limit of one file
-    (:data:`toolfs.discovery.MAX_IGNORE_PATTERNS`), not applied: files only they would
+    (:data:`toolfs.schemas.MAX_IGNORE_PATTERNS`), not applied: files only they would
     ignore were searched."""
 
 

@@ -21,6 +21,9 @@ from toolfs.errors import fs_error
 DEFAULT_LIMIT = 2000
 DEFAULT_PDF_PAGES = 20
 """Pages a read of a PDF returns when ``limit`` is not given."""
+MAX_IGNORE_PATTERNS = 1024
+"""Wildcard rules one ``.gitignore`` may have honoured; literal names and paths, ``*.ext``
+and ``name*`` rules are looked up by key and not limited."""
 
 ToolName = Literal["read", "write", "edit", "glob", "grep", "ls", "notebook_edit"]
 DEFAULT_TOOLS: tuple[str, ...] = ("read", "write", "edit", "glob", "grep", "ls")

@@ -22,9 +22,9 @@ Kinds:
 A digest version names its algorithm, and a version is always checked with the
 algorithm it names (:meth:`FileVersion.matches`, ``of_bytes(data, like=...)``), so
 versions stay comparable between processes and machines whichever of them has
-``blake3``: one that has it checks ``sha256`` versions with SHA-256, and one that lacks
-it checks a ``blake3`` version with a pure-Python BLAKE3 (:mod:`toolfs._blake3_pure`:
-exact, about 1.3 s per MiB, so only for versions made elsewhere; it never makes one).
+``blake3``: one that has it checks ``sha256`` versions with SHA-256. One that lacks it
+never makes a ``blake3`` version, and refuses to check one made elsewhere (``unsupported``,
+naming the ``fast`` extra) rather than guess.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from toolfs._trusted import trusted
+from toolfs.errors import fs_error
 
 _blake3: Callable[[bytes], Any] | None
 try:  # the optional speed-up (extra ``fast``); SHA-256 alone is always enough
@@ -60,11 +61,14 @@ def _sha256(data: bytes) -> str:
 
 def _blake3_hex(data: bytes) -> str:
     if _blake3 is None:
-        # Only to check a version made by a process that had blake3 (this one never makes
-        # one): slow, exact, bounded by the whole-file cap.
-        from toolfs._blake3_pure import blake3_hex
-
-        return blake3_hex(data)
+        # Only a version made by a process that had blake3 gets here (this one never
+        # makes one): it cannot be checked, and guessing either way could lose a change.
+        raise fs_error(
+            "unsupported",
+            "This file's version is a BLAKE3 digest, made by a process that has the "
+            "`blake3` package; this process does not have it, so it cannot check that "
+            "version. Install it (pip install 'toolfs[fast]') or read the file again here.",
+            details={"version_kind": "blake3", "needs": "blake3"})
     return str(_blake3(data).hexdigest())
 
 
@@ -80,11 +84,6 @@ def stat_version(inode: int, size: int, mtime_ns: int) -> FileVersion:
     return trusted(FileVersion, _KIND_VALUE, {"kind": "stat",
                                               "value": f"{inode}-{size}-{mtime_ns}",
                                               "version_id": None})
-
-
-def digest_kind(size: int) -> Literal["sha256", "blake3"]:
-    """The digest this process gives a new content of ``size`` bytes."""
-    return "blake3" if _blake3 is not None and size >= BLAKE3_MIN_BYTES else "sha256"
 
 
 class FileVersion(BaseModel):
@@ -117,10 +116,11 @@ class FileVersion(BaseModel):
     @classmethod
     def of_bytes(cls, data: bytes, like: FileVersion | None = None) -> FileVersion:
         """The content-digest version of ``data``: in the algorithm ``like`` names when it
-        is a digest version (to compare with it), else in :func:`digest_kind`'s."""
+        is a digest version (to compare with it), else BLAKE3 from ``BLAKE3_MIN_BYTES`` bytes
+        when the package is installed and SHA-256 below."""
         if like is not None and like.kind in DIGEST_KINDS:
             kind = like.kind
-        else:  # digest_kind, written out: every write makes one
+        else:
             kind = "blake3" if _blake3 is not None and len(data) >= BLAKE3_MIN_BYTES \
                 else "sha256"
         value = hashlib.sha256(data).hexdigest() if kind == "sha256" else \

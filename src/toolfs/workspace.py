@@ -17,7 +17,7 @@ from fsspec.core import url_to_fs
 from fsspec.spec import AbstractFileSystem
 from pydantic import ValidationError
 
-from toolfs import deadline, notebook_tools, tools_discovery
+from toolfs import deadline
 from toolfs.errors import FsError, fs_error
 from toolfs.policy.events import AuditLog, Subscriber
 from toolfs.policy.filesystem import DIFF_CHARS, PolicyFileSystem
@@ -56,6 +56,8 @@ from toolfs.schemas import (
     optional_fields,
 )
 from toolfs.schemas import tool_definitions as _tool_definitions
+from toolfs.tools import notebook as notebook_tools
+from toolfs.tools import search as tools_discovery
 
 T = TypeVar("T")
 
@@ -434,13 +436,6 @@ class AsyncWorkspace:
         err = fs_error("backend_error", f"{type(exc).__name__}: {exc}")
         err.__cause__ = exc
         return render_output(self.sync.masked(err), self.sync.max_output_chars)
-
-    def run_here(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` on the calling thread, for a caller that runs blocking calls on
-        threads of its own; refused like a call to the workers once this workspace is
-        closed (``RuntimeError``)."""
-        self._pool.check_open()
-        return fn(*args)
 
     @property
     def context_id(self) -> str:

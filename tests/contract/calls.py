@@ -11,7 +11,7 @@ import pathlib
 from typing import Any
 
 import toolfs
-from tests.backends import LocalBackend
+from tests.backend_fixtures import LocalBackend
 
 
 def run(ws: toolfs.Workspace, tool: str, **args: object) -> toolfs.ToolOutput:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from tests.contract.calls import exec_err
 from toolfs import tools
 from toolfs.errors import FsError

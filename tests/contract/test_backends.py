@@ -10,7 +10,7 @@ path reaches through the same code: only the sync classes run them (they also pr
 ``sync_backend``, the same backend, for tests written against that name).
 
 A new behaviour: a mixin in its module, added to ``EveryBackend`` or ``SyncOnly`` below. A
-new backend: a ``Backend`` class in tests/backends.py, a branch in ``open_backend``
+new backend: a ``Backend`` class in tests/backend_fixtures.py, a branch in ``open_backend``
 (tests/conftest.py), and two classes here.
 """
 
@@ -21,7 +21,7 @@ from typing import ClassVar
 
 import pytest
 
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from tests.conftest import open_backend
 from tests.contract.test_arguments import Arguments
 from tests.contract.test_bounds import Bounds

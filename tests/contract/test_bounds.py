@@ -21,12 +21,11 @@ import pytest
 from hypothesis import given, settings
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from tests.contract.calls import err, exec_err, ok, run
 from toolfs import tools
 from toolfs.errors import FsError
-from toolfs.results import LineCut
-from toolfs.text import (
+from toolfs.formats.text import (
     BOM,
     MAX_DETAIL_LINES,
     MAX_HINTS,
@@ -35,6 +34,7 @@ from toolfs.text import (
     decode,
     whitespace_matches,
 )
+from toolfs.results import LineCut
 
 CHEAP = pytest.mark.parametrize("backend", ["memory", "local"], indirect=True)
 
@@ -203,7 +203,7 @@ def test_no_match_hint_work_is_bounded_by_the_spans_it_checks(
     # characters every check may look at: at most the hint's budget.
     import re as re_module
 
-    from toolfs import text as text_module
+    from toolfs.formats import text as text_module
 
     examined: list[int] = []
     real_compile = re_module.compile

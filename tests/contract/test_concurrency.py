@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import Backend, LocalBackend
+from tests.backend_fixtures import Backend, LocalBackend
 from tests.contract.calls import local_backend
 from toolfs.backends import store_for
 from toolfs.backends.base import Blob

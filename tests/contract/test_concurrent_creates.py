@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import Backend, LocalBackend
+from tests.backend_fixtures import Backend, LocalBackend
 
 CONTEXTS = 8
 
@@ -134,7 +134,7 @@ def test_processes_creating_one_file_exactly_one_wins(
 
 def test_memory_and_generic_declare_one_process() -> None:
     """Where processes do not share the files, the capability says so."""
-    from tests.backends import GenericBackend, MemoryBackend
+    from tests.backend_fixtures import GenericBackend, MemoryBackend
 
     for b in (MemoryBackend(), GenericBackend()):
         b.setup()

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import Backend, S3Backend, _CloudBackend
+from tests.backend_fixtures import Backend, S3Backend, _CloudBackend
 from toolfs.backends import Create, conditions
 from toolfs.errors import FsError
 from toolfs.testing.emulators import S3Emulator

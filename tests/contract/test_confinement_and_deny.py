@@ -11,7 +11,7 @@ import fsspec
 import pytest
 
 import toolfs
-from tests.backends import Backend, LocalBackend
+from tests.backend_fixtures import Backend, LocalBackend
 from tests.contract.calls import err, exec_err, exec_ok, local_backend, ok
 from toolfs.backends.local import LocalStore
 from toolfs.errors import FsError
@@ -447,7 +447,7 @@ def test_a_dirfilesystem_over_a_known_backend_gets_its_store(tmp_path: pathlib.P
     from fsspec.implementations.dirfs import DirFileSystem
     from fsspec.implementations.local import LocalFileSystem
 
-    from tests.backends import OpaqueDirFileSystem
+    from tests.backend_fixtures import OpaqueDirFileSystem
     from toolfs.backends.local import LocalStore
     from toolfs.backends.memory import MemoryStore
 

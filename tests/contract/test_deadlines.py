@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import GCSBackend, S3Backend
+from tests.backend_fixtures import GCSBackend, S3Backend
 from toolfs.testing.faults import FaultProxy
 
 TIMEOUT = 1.0

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import Backend, LocalBackend
-from toolfs.discovery import TreeFilter, compile_glob, compile_override, compile_regex
+from tests.backend_fixtures import Backend, LocalBackend
+from toolfs.search.discovery import TreeFilter, compile_glob, compile_override, compile_regex
 
 CAP = 4096
 
@@ -182,7 +182,7 @@ def _counted(compiled: Any) -> tuple[Any, list[int]]:
     """``compiled`` with a ``match_start`` that tallies, per RE2 call, the bytes RE2 must
     read at least: from ``pos`` to the end of the match it reports (to ``endpos`` when
     there is none)."""
-    from toolfs import discovery
+    from toolfs.search import discovery
 
     work = [0, 0]
     lr = discovery.LineRegex(compiled.regex, compiled.whole_text)
@@ -254,7 +254,7 @@ def _count_regex_calls() -> Any:
 
     import re2
 
-    from toolfs import discovery
+    from toolfs.search import discovery
 
     calls = [0]
     real = re2._Regexp.fullmatch
@@ -382,7 +382,7 @@ def test_matching_lines_agrees_with_a_per_line_search(pattern: str) -> None:
     across a line end, and ``^``/``$``/``\\b`` see each line's own edges."""
     import re2
 
-    from toolfs import discovery
+    from toolfs.search import discovery
 
     rng = random.Random(pattern)
     words = ["foo", "bar", "", " ", "é", "12", "foo bar", "xfoo", "foox", "\t"]
@@ -468,7 +468,7 @@ def test_gitignore_work_per_path_does_not_grow_with_the_rules(kind: str) -> None
     do: literal rules are table look-ups, wildcard rules combined regexes, and wildcard
     rules over MAX_IGNORE_PATTERNS are not applied (and counted). The old matcher made
     one Python call per rule per path."""
-    from toolfs.discovery import _CHUNK, MAX_IGNORE_PATTERNS
+    from toolfs.search.discovery import _CHUNK, MAX_IGNORE_PATTERNS
 
     rule = {"literal": "n{}", "wildcard": "*n{}?"}[kind]
     paths = [f"d{i % 7}/sub/f{i}.txt" for i in range(300)]
@@ -492,7 +492,7 @@ def test_gitignore_work_per_path_does_not_grow_with_the_rules(kind: str) -> None
 
 
 def test_grep_reports_gitignore_rules_not_applied() -> None:
-    from toolfs.discovery import MAX_IGNORE_PATTERNS
+    from toolfs.search.discovery import MAX_IGNORE_PATTERNS
 
     ws = toolfs.Workspace("memory://gi-over")
     rules = [f"*n{i}?" for i in range(MAX_IGNORE_PATTERNS + 10)] + ["!*n5x", "*.log"]
@@ -580,7 +580,7 @@ def test_brace_matching_is_one_pass_per_pattern(monkeypatch: pytest.MonkeyPatch)
     unclosed ``[`` (4,096 characters, the limit) costs one class lookup per ``[``, where
     each ``{`` used to rescan the rest of the pattern and each ``[`` in it to its end
     (about 200 s of CPU for 1,000 ``{`` and 3,096 ``[``)."""
-    from toolfs import discovery
+    from toolfs.search import discovery
 
     calls = [0]
     real = discovery._class_end

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import assume, given, settings
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from tests.contract.calls import err, ok
-from toolfs.text import BOM, apply_edit, decode
+from toolfs.formats.text import BOM, apply_edit, decode
 
 # (file before, old_string, new_string, file after): every byte outside the span is kept.
 BYTE_EXACT_EDITS = {
@@ -101,7 +101,7 @@ def test_a_crlf_file_edited_in_place_matches_the_general_path(
     from unittest import mock
 
     from toolfs.errors import FsError
-    from toolfs.text import _single_crlf_edit
+    from toolfs.formats.text import _single_crlf_edit
 
     lf = before + old + after
     raw = lf.replace("\n", "\r\n")
@@ -119,7 +119,7 @@ def test_a_crlf_file_edited_in_place_matches_the_general_path(
     def outcome(*, general: bool, cap: int | None) -> object:
         try:
             if general:
-                with mock.patch("toolfs.text._single_crlf_edit", return_value=None):
+                with mock.patch("toolfs.formats.text._single_crlf_edit", return_value=None):
                     return apply_edit(raw, old, new, replace_all=replace_all,
                                       max_bytes=cap, bom=bom, size=size)
             return apply_edit(raw, old, new, replace_all=replace_all, max_bytes=cap,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from tests.contract.calls import err, exec_err, exec_ok, ok
 from tests.contract.test_arguments import _same_as_validated
 from toolfs.policy.events import FsEvent, Veto
@@ -264,6 +264,6 @@ class EventsAndHooks:
         ws.write("log.txt", "x\n")
         rows = ws.audit.rows()
         assert [r["type"] for r in rows] == ["fs/write-intent", "fs/written"]
-        from toolfs.display import markdown  # the notebook view lives above the core
+        from toolfs.integrations.display import markdown  # the notebook view lives above the core
 
         assert "| type |" in markdown(ws.audit)

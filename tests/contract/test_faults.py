@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import GCSBackend, S3Backend
+from tests.backend_fixtures import GCSBackend, S3Backend
 from tests.lost_deletes import (
     DELETE_LOST,
     MOVES,

@@ -3,7 +3,7 @@ every backend: the refusals it makes on purpose (each with the policy's error) a
 fsspec behaviours that hold with it (every mutating method guarded or denied, the
 read-only ones confined, no filesystem cached between contexts, exclusive creates raise
 ``FileExistsError``, a recursive delete is conditional on what this context observed).
-fsspec's own abstract suite runs in ``tests/integrations/test_fsspec_abstract.py``."""
+fsspec's own abstract suite runs in ``tests/policy/test_fsspec_abstract.py``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import fsspec
 import pytest
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from toolfs import FsError, PolicyFileSystem
 from toolfs.errors import AlreadyExists, Stale
 
@@ -241,6 +241,31 @@ class SyncFsspecSemantics:
         (tmp_path / "up" / "x" / "b.txt").write_bytes(b"b\n")
         fs.put(str(tmp_path / "up"), "up", recursive=True)
         assert backend.get("up/x/b.txt") == b"b\n"
+
+    def test_a_second_recursive_copy_into_the_made_directory_nests_the_source(
+            self, backend: Backend, tmp_path: Path) -> None:
+        """As fsspec's own memory and local filesystems do (``cp -r src target`` twice):
+        the first copy makes ``target`` from ``src``; the second, into the ``target``
+        that now exists, puts ``src`` inside it. ``src/`` copies the contents both times."""
+        backend.put("src/file", b"f\n")
+        fs = backend.workspace().fs
+        down = tmp_path / "target"
+        for _ in range(2):
+            fs.get("src", str(down), recursive=True)
+        assert sorted(str(p.relative_to(down)) for p in down.rglob("*")) == [
+            "file", "src", "src/file"]
+        fs.get("src/", str(tmp_path / "slash"), recursive=True)
+        fs.get("src/", str(tmp_path / "slash"), recursive=True)
+        assert sorted(p.name for p in (tmp_path / "slash").iterdir()) == ["file"]
+        for _ in range(2):
+            fs.cp("src", "copy", recursive=True)
+        assert backend.get("copy/file") == backend.get("copy/src/file") == b"f\n"
+        up = tmp_path / "up"
+        up.mkdir()
+        (up / "file").write_bytes(b"u\n")
+        for _ in range(2):
+            fs.put(str(up), "put", recursive=True)
+        assert backend.get("put/file") == backend.get("put/up/file") == b"u\n"
 
     def test_get_file_streams_a_file_over_the_cap(self, backend: Backend, tmp_path: Path) -> None:
         data = bytes(range(256)) * 40  # 10 KiB, read whole only up to 4 KiB

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from toolfs.content_cache import ContentCache, shared_cache
+from toolfs.policy.content_cache import ContentCache, shared_cache
 from toolfs.versions import FileVersion
 
 N = 40
@@ -143,7 +143,7 @@ def test_cache_unit_bounds_and_versions(tmp_path: Any) -> None:
         assert cache.get("ns", "b/a", v1) is None and cache.bytes_held == 6
         cache.put("ns", "b/c", v1, b"x" * 11)  # larger than the budget: not held
         assert cache.get("ns", "b/c", v1) is None
-        cache.forget_missing("ns", "b", set())
+        cache.forget_paths("ns", cache.paths_under("ns", "b"))
         assert len(cache) == 0
     assert shared_cache(0) is None
     assert shared_cache(1234) is shared_cache(1234)

@@ -17,7 +17,7 @@ import fsspec
 import pytest
 
 import toolfs
-from tests.backends import (
+from tests.backend_fixtures import (
     AzureBackend,
     Backend,
     GCSBackend,

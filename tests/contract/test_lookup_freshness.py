@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import AzureBackend, Backend, GCSBackend, S3Backend
+from tests.backend_fixtures import AzureBackend, Backend, GCSBackend, S3Backend
 from toolfs.errors import FsError
 from toolfs.policy import PolicyFileSystem
 

@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from tests.media_samples import (
     bomb_pdf,
     encrypted_pdf,
@@ -24,7 +24,7 @@ from tests.media_samples import (
     png_declaring,
     text_pdf,
 )
-from toolfs import media
+from toolfs.formats import media
 from toolfs.results import MediaResult, ReadResult, ToolImage
 
 SMALL_PNG = image_bytes("RGB", (64, 48), "PNG")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 
 
 class MovesAndHandles:

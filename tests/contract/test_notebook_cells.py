@@ -20,9 +20,9 @@ import nbformat
 import pytest
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from tests.notebook_samples import WRITERS, base_notebook
-from toolfs.notebook import parse
+from toolfs.formats.notebook import parse
 from toolfs.policy.rules import Policy
 from toolfs.results import NotebookEditResult, NotebookReadResult
 
@@ -118,7 +118,7 @@ def test_read_shows_cells_not_json() -> None:
     assert "[cell 5] id=empty code\n  (empty)" in text
     assert PNG_SNIPPET not in text and '"cell_type"' not in text
     assert "Showing" not in text  # every cell shown: no footer
-    from toolfs.display import html, markdown
+    from toolfs.integrations.display import html, markdown
 
     assert markdown(out.value).startswith("**read** `work/report.ipynb` · version")
     assert "[cell 1] id=intro markdown" in html(out.value)
@@ -410,7 +410,7 @@ def test_without_nbformat_write_applies_a_structural_check(
 
 def test_image_outputs_are_named_and_their_bytes_found() -> None:
     from tests.notebook_samples import PNG_1PX
-    from toolfs.notebook_tools import image_bytes
+    from toolfs.tools.notebook import image_bytes
 
     nb = parse(WRITERS["nbformat"])
     assert image_bytes(nb.cells[2], 1) == ("image/png", base64.b64decode(PNG_1PX))

@@ -17,12 +17,12 @@ import pytest
 from PIL import Image
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from tests.media_samples import image_bytes
-from toolfs import media
-from toolfs.media_render import image_cost
-from toolfs.notebook_tools import MAX_NOTEBOOK_IMAGES
+from toolfs.formats import media
+from toolfs.render.media import image_cost
 from toolfs.results import NotebookReadResult
+from toolfs.tools.notebook import MAX_NOTEBOOK_IMAGES
 
 PLOT = image_bytes("RGB", (64, 48), "PNG")
 
@@ -159,7 +159,7 @@ def test_every_adapter_projection_carries_the_notebook_images() -> None:
 async def test_mcp_stdio_sends_a_notebook_image_as_image_content(tmp_path: Any) -> None:
     from mcp import Client
 
-    from tests.adapters.test_mcp import _stdio
+    from tests.integrations.test_mcp import _stdio
     from toolfs.integrations.mcp_server import output_schema
 
     (tmp_path / "plots.ipynb").write_bytes(notebook([[{"image/png": _b64(PLOT)}]]))

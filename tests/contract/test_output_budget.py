@@ -10,7 +10,7 @@ import pathlib
 import pytest
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from tests.contract.calls import err, exec_err, local_backend, ok
 from toolfs.policy.events import FsEvent
 from toolfs.render import number_line

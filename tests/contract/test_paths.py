@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from tests.contract.calls import exec_err, exec_ok, local_backend
 from toolfs.integrations.anthropic import MemoryTool, TextEditor
 from toolfs.integrations.deepagents import ToolfsBackend

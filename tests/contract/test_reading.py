@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from tests.contract.calls import err, exec_err, local_backend, ok, run
 
 

@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import toolfs
-from tests.backends import Backend
-from toolfs.diff import diff_lines, line_keys, split_lines_keepends, unified
+from tests.backend_fixtures import Backend
 from toolfs.errors import STALE_SHOWN_ADVICE
+from toolfs.formats.diff import diff_lines, line_keys, split_lines_keepends, unified
 from toolfs.integrations.anthropic import MemoryTool, TextEditor
 from toolfs.integrations.deepagents import ToolfsBackend
 from toolfs.integrations.openai import apply_patch

@@ -9,11 +9,13 @@ across processes; a hypothesis test of the three-way write merge against a refer
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import pathlib
 import pickle
 import random
 import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -22,9 +24,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import toolfs
-from tests.backends import Backend, LocalBackend
+from tests.backend_fixtures import Backend, LocalBackend
 from toolfs import Policy
-from toolfs.merge import merge_write
+from toolfs.formats.merge import merge_write
 
 MERGE = Policy(on_stale="merge")
 
@@ -76,17 +78,43 @@ def _slot_agent(ws: Any, k: int, rounds: int, firsts: Counter[str],
         first, done = True, done + 1
 
 
-def _process_agent(made: bytes, k: int, rounds: int, out: str) -> None:
-    """One process: this agent's edits on each backend in turn (the others race it)."""
+PROCESSES, PROCESS_EDITS, PAUSE = 8, 10, (0.005, 0.025)
+"""The process race: agents, edits per agent, and seconds between an agent's edits."""
+
+
+def _process_agent(made: bytes, k: int, edits: int, gate: Any, out: str) -> None:
+    """One process: this agent's edits of its own line on each backend in turn, in merge
+    mode and then in refuse mode, the other processes racing it (``gate``: all start each
+    round together). A refused call is made again without a read; every refusal is
+    checked for the whole diff (``diff_complete`` and ``counts_as_read``), without which
+    the call made again could not land. Reports one JSON line per backend and mode."""
+    rng = random.Random(k)
     lines = []
     for cls, options, root in pickle.loads(made):
-        ws = toolfs.Workspace(cls(skip_instance_cache=True, **options), root=root,
-                              policy=MERGE)
-        ws.read("slots.txt")
-        firsts: Counter[str] = Counter()
-        codes: Counter[str] = Counter()
-        _slot_agent(ws, k, rounds, firsts, codes)
-        lines.append(f"{firsts['first']} {','.join(sorted(codes))}")
+        fs = cls(skip_instance_cache=True, **options)
+        for mode in ("merge", "refuse"):
+            path = f"{mode}.txt"
+            ws = toolfs.Workspace(fs, root=root, policy=Policy(on_stale=mode))
+            ws.read(path)
+            gate.wait(120)
+            first, calls, partial, codes = 0, 0, 0, Counter[str]()
+            for i in range(edits):
+                time.sleep(rng.uniform(*PAUSE))
+                for attempt in range(100):
+                    calls += 1
+                    done = _edit(ws, f"slot{k}={i}\n", f"slot{k}={i + 1}\n", path=path)
+                    if not done.is_error:
+                        first += attempt == 0
+                        break
+                    err = done.error
+                    codes[err.code if err else "?"] += 1
+                    if err is None or err.code != "stale" or not (
+                            err.details.get("diff_complete") is True
+                            and err.details.get("counts_as_read") is True):
+                        partial += 1
+                        ws.read(path)  # not redoable as it was: read, and go on
+            lines.append(json.dumps({"first": first, "calls": calls, "partial": partial,
+                                     "codes": dict(codes)}))
     pathlib.Path(out).write_text("\n".join(lines))
 
 
@@ -123,8 +151,13 @@ def _normalised(raw: list[tuple[int, int, int]], n: int, tag: str
 
 def test_processes_on_their_own_lines_all_land(tmp_path: pathlib.Path,
                                                request: pytest.FixtureRequest) -> None:
-    """Four processes, each an agent on every backend shared across processes, racing
-    the others on its own line (spawned once for all backends: a spawn costs seconds)."""
+    """Eight processes, each an agent editing its own line of one file ten times (5-25 ms
+    apart), on every backend shared across processes (spawned once for all backends: a
+    spawn costs seconds). Merge mode: nothing lost, and the share landed on the first call
+    over a floor that only a regression breaks (the >= 95% target is measured by
+    benchmarks/bench_merge_processes.py and printed here). Refuse mode: nothing lost, and
+    every refusal carries the whole diff, so the same call made again lands without a
+    read."""
     backends: list[Backend] = [LocalBackend(str(tmp_path / "root")), *(
         request.getfixturevalue(f"{name}_backend") for name in CROSS_PROCESS[1:])]
     for b in backends:
@@ -132,28 +165,42 @@ def test_processes_on_their_own_lines_all_land(tmp_path: pathlib.Path,
     try:
         for b in backends:
             assert b.capabilities.cross_process, b.name
-            b.put("slots.txt", _slots_file())
-        rounds, procs = 5, 4
+            for mode in ("merge", "refuse"):
+                b.put(f"{mode}.txt", _slots_file())
         # Each filesystem's class and options (an s3fs session of this process stays here).
         made = pickle.dumps([(type(b.fs), {k: v for k, v in b.fs.storage_options.items()
                                            if k != "session"}, b.root) for b in backends])
         ctx = multiprocessing.get_context("spawn")
+        gate = ctx.Barrier(PROCESSES)
         workers = [ctx.Process(target=_process_agent,
-                               args=(made, k, rounds, str(tmp_path / f"{k}.out")))
-                   for k in range(procs)]
+                               args=(made, k, PROCESS_EDITS, gate, str(tmp_path / f"{k}.out")))
+                   for k in range(PROCESSES)]
         for p in workers:
             p.start()
         for p in workers:
-            p.join(300)
+            p.join(600)
             assert p.exitcode == 0
-        reports = [(tmp_path / f"{k}.out").read_text().splitlines() for k in range(procs)]
-        expected = "".join(f"slot{k}={rounds if k < procs else 0}\n" for k in range(SLOTS))
+        reports = [[json.loads(line) for line in (tmp_path / f"{k}.out").read_text()
+                    .splitlines()] for k in range(PROCESSES)]
+        expected = "".join(f"slot{k}={PROCESS_EDITS}\n" for k in range(SLOTS)).encode()
+        edits = PROCESSES * PROCESS_EDITS
+        seen: dict[tuple[str, str], tuple[bytes, set[str], int, int]] = {}
         for i, b in enumerate(backends):
-            assert b.get("slots.txt") == expected.encode(), b.name
-            firsts = sum(int(report[i].split(" ")[0]) for report in reports)
-            codes = {c for report in reports for c in report[i].split(" ")[1].split(",") if c}
-            assert codes <= {"stale"}, (b.name, codes)
-            assert firsts >= 0.95 * procs * rounds, (b.name, firsts)
+            for j, mode in enumerate(("merge", "refuse")):
+                rows = [report[2 * i + j] for report in reports]
+                firsts = sum(row["first"] for row in rows)
+                seen[b.name, mode] = (b.get(f"{mode}.txt"),
+                                      {c for row in rows for c in row["codes"]},
+                                      sum(row["partial"] for row in rows), firsts)
+                print(f"{b.name} {mode}: {firsts} of {edits} landed on the first call "
+                      f"({100 * firsts / edits:.0f}%), "
+                      f"{sum(row['calls'] for row in rows)} calls")
+        for (name, mode), (final, codes, partial, firsts) in seen.items():
+            assert final == expected, (name, mode)  # none lost
+            assert codes <= {"stale"}, (name, mode, codes)
+            assert partial == 0, (name, mode, partial)  # every refusal: the whole diff
+            if mode == "merge":
+                assert firsts >= 0.8 * edits, (name, firsts)
     finally:
         for b in backends:
             b.teardown()
@@ -203,6 +250,54 @@ def test_write_merge_through_the_policy_changes_nothing_when_refused() -> None:
             merged = list(theirs)
             merged[j] = "mine\n"
             assert now == "".join(merged).encode()
+
+
+def _changed_before_each_commit(sync_backend: Backend, ws: Any, times: int) -> list[int]:
+    """Before each of the next ``times`` commits of ``ws``, another writer changes
+    line 1 of f.txt (a counter): each merge meets a newer version, as across
+    machines. ``[changes made, changes to make]`` (set the second to stop it)."""
+    seen = [0, times]
+
+    def other_writer(event: Any) -> None:
+        if event.type == "fs/write-intent" and seen[0] < seen[1]:
+            seen[0] += 1
+            now = sync_backend.get("f.txt")
+            sync_backend.put("f.txt", now.replace(
+                now.split(b"\n", 1)[0], f"line 1 (change {seen[0]})".encode(), 1))
+
+    ws.subscribe(other_writer)
+    return seen
+
+@pytest.mark.parametrize("sync_backend", ["memory", "local", "s3"], indirect=True)
+def test_a_merge_retries_past_three_newer_versions(sync_backend: Backend) -> None:
+    sync_backend.put("f.txt", FORTY)
+    ws = sync_backend.workspace(policy=MERGE)
+    ws.read("f.txt")
+    seen = _changed_before_each_commit(sync_backend, ws, 8)
+    result = _ok(_edit(ws, "line 30\n", "line thirty\n"))
+    assert result.merged and seen[0] == 8  # the first try and 8 merges, the last lands
+    assert sync_backend.get("f.txt") == FORTY.replace(
+        b"line 1\n", b"line 1 (change 8)\n").replace(b"line 30\n", b"line thirty\n")
+
+@pytest.mark.parametrize("sync_backend", ["memory", "local", "s3"], indirect=True)
+def test_a_merge_that_never_lands_is_stale_with_the_diff_by_the_deadline(
+        sync_backend: Backend) -> None:
+    sync_backend.put("f.txt", FORTY)
+    ws = sync_backend.workspace(policy=MERGE, timeout=3.0)
+    ws.read("f.txt")
+    seen = _changed_before_each_commit(sync_backend, ws, 10**6)
+    # stale, not the deadline's backend_error: it stops while there is time to say so
+    err = _stale(_edit(ws, "line 30\n", "line thirty\n"))
+    # More than the three retries there once were (on S3 it depends on how fast moto
+    # answers on a busy machine: not asserted there).
+    assert seen[0] > (4 if sync_backend.name in ("memory", "local") else 0)
+    now = sync_backend.get("f.txt")
+    assert b"line thirty" not in now  # nothing of it stored
+    # The whole change since the read: the same edit made again lands.
+    assert err.details["diff_complete"] is True and err.details["counts_as_read"] is True
+    assert "+" + now.decode().splitlines()[0] + "\n" in err.details["diff"]
+    seen[1] = 0  # the other writer stops
+    assert not _ok(_edit(ws, "line 30\n", "line thirty\n")).merged
 
 
 class StaleMerge:

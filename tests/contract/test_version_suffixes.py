@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import toolfs
-from tests.backends import Backend, GCSBackend
+from tests.backend_fixtures import Backend, GCSBackend
 
 STORES = ["s3", "seaweedfs", "gcs", "gcs-version-aware", "azure"]
 SUFFIXES = ["?versionId=x", "?versionId=", "?versionid=x", "#1", "?generation=1"]

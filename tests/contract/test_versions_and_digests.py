@@ -3,7 +3,7 @@
 Large contents get a BLAKE3 version when the ``blake3`` package is installed (extra
 ``fast``), small ones keep SHA-256. Whatever made a version, it is checked with the
 algorithm it names, so a ledger moved between processes with and without blake3 keeps
-working (without the package, a blake3 version is checked by a pure-Python BLAKE3); and a
+working (without the package, a blake3 version is refused as uncheckable); and a
 store that compares the caller's copy of the expected bytes instead of hashing the file
 still refuses every change it did not see. Digest backends only (memory, local, generic).
 """
@@ -17,7 +17,7 @@ import pytest
 
 import toolfs
 import toolfs.versions as versions
-from tests.backends import Backend, GenericBackend, LocalBackend, MemoryBackend
+from tests.backend_fixtures import Backend, GenericBackend, LocalBackend, MemoryBackend
 from toolfs.versions import BLAKE3_MIN_BYTES, FileVersion
 
 blake3 = pytest.importorskip("blake3")
@@ -91,10 +91,10 @@ def test_sha256_ledger_is_checked_by_a_blake3_process(
     assert err.value.code == "stale"
 
 
-def test_blake3_ledger_is_checked_without_blake3(
+def test_blake3_ledger_without_blake3_is_refused_as_uncheckable(
         digest_backend: Backend, no_blake3: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    # A process without the package checks a blake3 version with the pure-Python BLAKE3,
-    # and still makes only sha256 versions itself.
+    # A process without the package cannot check a blake3 version made elsewhere: the
+    # edit is refused with a clear message naming the extra, and nothing is written.
     digest_backend.put("big.txt", BIG)
     with monkeypatch.context() as m:
         m.setattr(versions, "_blake3", blake3.blake3)
@@ -103,27 +103,18 @@ def test_blake3_ledger_is_checked_without_blake3(
         ledger = made.snapshot()
     ws = digest_backend.workspace()
     ws.restore(ledger)
+    with pytest.raises(toolfs.FsError) as err:
+        ws.edit("big.txt", "000001 some", "000001 SOME")
+    assert err.value.code == "unsupported"
+    assert "toolfs[fast]" in err.value.message
+    assert digest_backend.get("big.txt") == BIG
+    # A read here observes the file afresh (a sha256 version), and the edit then lands.
+    assert ws.read("big.txt").version.kind == "sha256"
     edit = ws.edit("big.txt", "000001 some", "000001 SOME")
     expected = BIG.replace(b"000001 some", b"000001 SOME")
     assert digest_backend.get("big.txt") == expected
     assert edit.version == FileVersion(kind="sha256",
                                        value=hashlib.sha256(expected).hexdigest())
-    # ... and a change behind its back is still stale for a restored blake3 observation.
-    stale = digest_backend.workspace()
-    stale.restore(ledger)
-    with pytest.raises(toolfs.FsError) as err:
-        stale.edit("big.txt", "000003 some", "000003 SOME")
-    assert err.value.code == "stale"
-    assert digest_backend.get("big.txt") == expected
-
-
-@pytest.mark.parametrize("size", [0, 1, 64, 65, 1023, 1024, 1025, 2048, 2049, 3073,
-                                  4096, 4097, 9 * 1024 + 5, 33 * 1024])
-def test_pure_python_blake3_matches_the_package(size: int) -> None:
-    from toolfs._blake3_pure import blake3_hex
-
-    data = bytes((i * 7 + size) % 251 for i in range(size))
-    assert blake3_hex(data) == blake3.blake3(data).hexdigest()
 
 
 @pytest.mark.parametrize("size", [1_000, len(BIG)])

@@ -8,7 +8,7 @@ import pathlib
 import pytest
 
 import toolfs
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from tests.contract.calls import err, exec_err, exec_ok, local_backend, ok
 from toolfs.backends.local import temp_prefix
 

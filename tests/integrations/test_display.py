@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import toolfs
-from toolfs import display
-from toolfs.display import markdown, md_code, md_text, table_markdown, visible
+from toolfs.integrations import display
+from toolfs.integrations.display import markdown, md_code, md_text, table_markdown, visible
 
 
 def _shell() -> Any:
@@ -389,7 +389,7 @@ def test_import_toolfs_outside_ipython_imports_neither_ipython_nor_display() -> 
         import sys
         import toolfs
         toolfs.Workspace
-        print("IPython" in sys.modules, "toolfs.display" in sys.modules)
+        print("IPython" in sys.modules, "toolfs.integrations.display" in sys.modules)
     """)
     assert out.split() == ["False", "False"]
 

@@ -196,3 +196,13 @@ def test_bench_auth() -> None:
     done = run("bench_auth.py", timeout=180)
     assert_table(done)
     assert "| JWT seen before (cache hit)" in done.stdout and "| OAuth JWT" in done.stdout
+
+
+def test_bench_merge_processes() -> None:
+    done = run("bench_merge_processes.py", timeout=300)  # --tiny: local and S3 (moto)
+    assert_table(done)
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in done.stdout.splitlines()
+            if line.startswith(("| local disk", "| S3 (moto)"))]
+    assert len(rows) == 4, done.stdout
+    # None lost; no refusal without the whole diff.
+    assert all(row[-1] == "0" and row[-2] == "0" for row in rows), done.stdout

@@ -21,8 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 import toolfs
 from toolfs.errors import FsError
-from toolfs.integrations.mcp_server import ToolfsMCP, endpoint_url
-from toolfs.server.contexts import (
+from toolfs.integrations.contexts import (
     ANONYMOUS,
     CONTEXT_HEADER,
     CONTEXT_META,
@@ -32,6 +31,7 @@ from toolfs.server.contexts import (
     context_key,
     principal_name,
 )
+from toolfs.integrations.mcp_server import ToolfsMCP, endpoint_url
 
 TOKEN = "test-token-5f2a-77c1e0"
 MODERN = "2026-07-28"

@@ -279,3 +279,15 @@ def test_the_cache_is_bounded(tokens: list[str]) -> None:
         cache.put(t, AccessToken(token=t, client_id="c", scopes=[],
                                  expires_at=int(time.time()) + 60))
     assert len(cache) == 2 and cache.get("a") is None and cache.get("c") is not None
+
+
+@pytest.mark.anyio
+async def test_an_explicit_jwks_url_needs_no_discovery(issuer: OAuthIssuer) -> None:
+    url = "http://127.0.0.1:1/mcp"
+    before = issuer.requests["/.well-known/oauth-authorization-server"]
+    verifier = JwtVerifier(issuer.url, url, jwks_url=f"{issuer.url}/jwks")
+    await verifier.prepare()
+    assert await verifier.verify_token(issuer.mint(sub="alice", aud=url)) is not None
+    assert issuer.requests["/.well-known/oauth-authorization-server"] == before
+    wrong = JwtVerifier("https://other.example", url, jwks_url=f"{issuer.url}/jwks")
+    assert await wrong.verify_token(issuer.mint(sub="alice", aud=url)) is None  # iss

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.backends import Backend
+from tests.backend_fixtures import Backend
 from tests.server.conftest import child_env, serve_command
-from toolfs.integrations.cli import main
+from toolfs.__main__ import main
 from toolfs.server.audit import FileSink, ObjectStoreSink, open_audit
 from toolfs.server.principals import PrincipalsError, parse_principals
 
@@ -228,3 +228,100 @@ def test_audit_on_an_object_store_url_through_the_command_line(
     assert [(r["event"], r["tool"], r["path"], r["principal"]) for r in lines] == [
         ("written", "write", "a.txt", None)]
     assert "hello" not in json.dumps(lines) and token not in json.dumps(lines)
+
+
+def test_a_principals_missing_root_is_said_at_start(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "root" / "teams").mkdir(parents=True)
+    p = tmp_path / "p.toml"
+    p.write_text('[[principal]]\nname = "ci"\nmatch = { token_sha256 = "' + "ab" * 32
+                 + '" }\nroot = "teams/ci"\nread_only = true\n')
+    assert main(["serve", str(tmp_path / "root"), "--transport", "http",
+                 "--principals", str(p)]) == 1
+    err = capsys.readouterr().err
+    assert "principal 'ci' (root 'teams/ci')" in err and "not_found" in err, err
+
+
+@pytest.mark.anyio
+async def test_audit_over_stdio(tmp_path: Path) -> None:
+    """``toolfs serve DIR --audit FILE`` over stdio: one agent, no principal."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
+
+    (tmp_path / "root").mkdir()
+    audit = tmp_path / "audit.jsonl"
+    argv = serve_command(str(tmp_path / "root"), "--audit", str(audit), "--audit-reads")
+    env = {**get_default_environment(), "PYTHONPATH": child_env()["PYTHONPATH"]}
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
+    async with Client(stdio_client(params)) as client:
+        await client.call_tool("write", {"file_path": "a.txt", "content": "x\n"})
+        await client.call_tool("read", {"file_path": "a.txt"})
+    lines = [json.loads(x) for x in audit.read_text().splitlines()]
+    assert [(r["event"], r["tool"], r["path"], r["principal"], r["sub"]) for r in lines] == [
+        ("written", "write", "a.txt", None, None), ("read", "read", "a.txt", None, None)]
+
+
+@pytest.mark.parametrize("backend", ["s3"], indirect=True)
+def test_the_object_store_sink_keeps_its_lines_while_the_store_refuses(
+        backend: Backend) -> None:
+    bucket = "toolfs-audit-later"
+    sink = ObjectStoreSink(f"{bucket}/trail", fs=backend.fs, flush_seconds=3600)
+    try:
+        for n in range(3):
+            sink.write(json.dumps({"n": n}))
+        sink.flush()  # no such bucket yet: nothing written, nothing lost
+        assert sink.objects_written == 0
+        backend.emulator.create_bucket(bucket)
+        sink.write(json.dumps({"n": 3}))
+    finally:
+        sink.close()
+    backend.fs.invalidate_cache()
+    names = backend.fs.find(f"{bucket}/trail")
+    got = [json.loads(x)["n"] for name in names
+           for x in backend.fs.cat_file(name).decode().splitlines()]
+    assert got == [0, 1, 2, 3] and sink.objects_written == 1
+
+
+def test_static_tokens_carry_their_principals_scopes_for_required_scope() -> None:
+    import httpx2
+
+    from tests.server.conftest import free_port, uvicorn_thread
+    from toolfs.integrations.mcp_server import ToolfsMCP
+    from toolfs.server.auth import sha256_hex
+    from toolfs.server.http import resource_server
+    from toolfs.workspace import Workspace
+
+    writer, reader = "writer-static-token-0123456789", "reader-static-token-0123456789"
+    principals = parse_principals(
+        f'[[principal]]\nname = "w"\nmatch = {{ token_sha256 = "{sha256_hex(writer)}" }}\n'
+        'root = "."\nscopes = ["files:read", "files:write"]\n\n'
+        f'[[principal]]\nname = "r"\nmatch = {{ token_sha256 = "{sha256_hex(reader)}" }}\n'
+        'root = "."\nread_only = true\n')
+    auth = resource_server(resource=None, static_hashes=principals.static_hashes(),
+                           static_scopes=principals.scopes(), required_scopes=["files:write"])
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}
+    with uvicorn_thread(ToolfsMCP(Workspace("memory://toolfs-static-scopes")).http_app(
+            auth=auth), port):
+        def status(token: str) -> httpx2.Response:
+            return httpx2.post(url, json=init, headers={
+                "Authorization": f"Bearer {token}",
+                "Accept": "application/json, text/event-stream"})
+        assert status(writer).status_code == 200
+        refused = status(reader)
+        assert refused.status_code == 403
+        assert 'error="insufficient_scope"' in refused.headers["www-authenticate"]
+
+
+def test_the_bare_command_line_says_where_the_server_options_live(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``toolfs.integrations.cli.main`` alone (without the entry point's server setup)
+    refuses the server's options with a line saying what to run."""
+    from toolfs.integrations.cli import main as bare_main
+
+    assert bare_main(["serve", str(tmp_path), "--audit", str(tmp_path / "a.jsonl")]) == 2
+    assert "need toolfs.server: run the toolfs command or python -m toolfs" in \
+        capsys.readouterr().err

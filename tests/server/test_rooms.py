@@ -144,6 +144,8 @@ async def test_every_change_is_one_audit_line_without_content_or_tokens(
         assert _code(await alice.call_tool("write", {"file_path": "new/plan.md",
                                                      "content": body})) is None
         assert _code(await alice.call_tool("read", {"file_path": "a/b/c.txt"})) is None
+        assert _code(await alice.call_tool("grep", {"pattern": "launch code",
+                                                    "path": "a"})) is None
         assert _code(await alice.call_tool("edit", {
             "file_path": "a/b/c.txt", "old_string": "c", "new_string": "C was here"})) is None
     async with bearer_client(served.url, token, context="another agent") as other_session:
@@ -170,14 +172,17 @@ async def test_every_change_is_one_audit_line_without_content_or_tokens(
         assert r["time"].endswith("Z")
     reads = [r for r in mine if r["event"] == "read"]
     assert ("read", "teams/alice/a/b/c.txt") in [(r["tool"], r["path"]) for r in reads]
+    searched = [(r["tool"], r["path"]) for r in mine if r["event"] == "searched"]
+    assert searched == [("grep", "teams/alice/a")]  # the directory, never the pattern
     denied = [r for r in mine if r["event"] == "denied"]
     assert [(r["tool"], r["reason"]) for r in denied] == [("edit", "not_observed")]
     assert denied[0]["context"] != edit["context"]  # another session, another context
-    static = [r for r in lines if r["principal"] == "shared"]
+    static = [r for r in lines if r["principal"] == "shared" and r["event"] == "written"]
     assert [(r["path"], r["iss"], r["sub"], r["client_id"]) for r in static] == [
         ("shared/s.txt", None, None, None)]
     # Never content, tokens or credentials.
     for secret in (body.strip(), "C was here", ALICE_TEXT.strip(), token, STATIC_TOKEN,
+                   "launch code",
                    token.split(".")[2], "Bearer"):
         assert secret not in raw
     assert set().union(*(r.keys() for r in lines)) <= {
@@ -235,7 +240,8 @@ async def test_rooms_on_an_object_store_keep_principals_apart(backend: Any) -> N
     base = AsyncWorkspace(Workspace(backend.fs, root=backend.root))
     rooms = Rooms(base, tools, principals=principals,
                   factory=Rooms.factory_of(backend.fs, root=backend.root))
-    auth = resource_server(resource=None, static_hashes=principals.static_hashes())
+    auth = resource_server(resource=None, static_hashes=principals.static_hashes(),
+                           rooms=rooms)
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     app = ToolfsMCP(base, tools=tools, rooms=rooms).http_app(auth=auth)
@@ -252,3 +258,25 @@ async def test_rooms_on_an_object_store_keep_principals_apart(backend: Any) -> N
             listing = await alice.call_tool("glob", {"pattern": "**/*"})
             assert "notes.txt" in _text(listing) and "secret" not in _text(listing)
     assert backend.get("teams/bob/secret.txt") == SECRET_TEXT.encode()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("who", "outcome"), [("alice", None), ("bob", "stale")])
+async def test_each_principal_has_its_own_on_stale(served: Served, who: str,
+                                                   outcome: str | None) -> None:
+    """alice's room merges a stale edit that does not overlap (on_stale = "merge"); bob's
+    refuses it (the server's default)."""
+    token = served.token(who)
+    path = f"merge-{who}.txt"
+    async with bearer_client(served.url, token, context="first") as first, \
+            bearer_client(served.url, token, context="second") as second:
+        assert _code(await first.call_tool("write", {
+            "file_path": path, "content": "one\ntwo\nthree\n"})) is None
+        assert _code(await second.call_tool("read", {"file_path": path})) is None
+        assert _code(await second.call_tool("edit", {
+            "file_path": path, "old_string": "three", "new_string": "THREE"})) is None
+        late = await first.call_tool("edit", {"file_path": path, "old_string": "one",
+                                              "new_string": "ONE"})
+    assert _code(late) == outcome, _text(late)
+    text = (served.root / "teams" / who / path).read_text()
+    assert text == ("ONE\ntwo\nTHREE\n" if outcome is None else "one\ntwo\nTHREE\n")

@@ -22,7 +22,7 @@ is the JSON API's requests:
 
 Relies on gcsfs internals present from 2024.x through 2026.x: ``GCSFileSystem._location``,
 ``_set_session()``, ``session``, ``_get_params()``, ``_get_headers()``, ``split_path()`` and
-``requests_timeout``; tests/stores/test_object_store_requests.py pins them.
+``requests_timeout``; tests/backends/test_object_store_requests.py pins them.
 """
 
 from __future__ import annotations

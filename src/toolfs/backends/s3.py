@@ -15,7 +15,7 @@ is S3's requests:
 * s3fs's ``split_path`` cuts a key at ``?versionId=``: such paths are refused.
 
 S3 implementations differ; proven on moto (as AWS answers) and SeaweedFS
-(tests/stores/test_s3.py), both handled to the same outcome:
+(tests/backends/test_s3.py), both handled to the same outcome:
 
 * ``If-Match`` on a missing key (put or delete): AWS 404, SeaweedFS 412; both ``stale``.
 * ``If-None-Match: *`` on a key SeaweedFS's filer holds as a folder (an empty one stays

@@ -39,6 +39,8 @@ from anthropic.lib.tools import ToolError
 
 from toolfs import tools
 from toolfs.errors import ADVICE, FsError, fs_error
+from toolfs.formats.notebook import is_notebook_path
+from toolfs.formats.text import decode, lines_around, normalize_newlines, split_lines
 from toolfs.integrations._anthropic_input import (
     _INSERT_NOTE,
     _SNIPPET_NOTE,
@@ -64,14 +66,18 @@ from toolfs.render import (
     error_diff,
     number_line,
 )
+from toolfs.render.notebook import render_notebook_edit, render_notebook_read
 from toolfs.results import (
     EditResult,
     ListEntry,
     ListResult,
+    MediaResult,
+    NotebookEditResult,
+    NotebookReadResult,
     ReadResult,
 )
 from toolfs.schemas import EditArgs, WriteArgs
-from toolfs.text import decode, lines_around, normalize_newlines, split_lines
+from toolfs.tools import notebook as notebook_tools
 
 
 class _Engine(_MemoryCommands):
@@ -161,8 +167,16 @@ class _Engine(_MemoryCommands):
         limit = room if end == -1 else min(end - start + 1, room)
         try:
             # The editor's and the memory tool's results are text: an image or a PDF
-            # stays not_text there (beta_tools' read shows them).
-            result = tools.read_text(self.fs, rel, start, limit)
+            # stays not_text there (beta_tools' read shows them). A notebook is shown as
+            # its cells, as read shows it (view_range counts cells), so that the model
+            # edits cell sources, not the JSON.
+            result: ReadResult | NotebookReadResult
+            if is_notebook_path(rel):
+                got = notebook_tools.read_file(self.fs, rel, start, limit)
+                assert not isinstance(got, MediaResult)  # a .ipynb is never media
+                result = got
+            else:
+                result = tools.read_text(self.fs, rel, start, limit)
         except FsError as err:
             if err.code == "not_a_file" and "file" not in err.details:
                 return self._view_dir(rel, shown, raw, view_range)
@@ -172,7 +186,31 @@ class _Engine(_MemoryCommands):
                     self._exists(rel):
                 return self._view_dir(rel, shown, raw, view_range)
             raise self._translate(err, shown, raw) from err
+        if isinstance(result, NotebookReadResult):
+            return _Done(self._render_notebook(result, shown, start, end), result)
         return _Done(self._render_view(result, shown, start, end), result)
+
+    def _render_notebook(self, r: NotebookReadResult, shown: str, start: int,
+                         end: int) -> str:
+        """A notebook's cells (see :mod:`toolfs.render.notebook`), after a line saying
+        how to change them with this tool's commands."""
+        if r.cell_count == 0 and r.start_cell > 1 and r.total_cells:
+            raise _refuse("invalid_arguments",
+                          f"Invalid `view_range`: [{start}, {end}]. For a notebook it counts "
+                          f"cells; its first element `{start}` should be within the range "
+                          f"of cells of the notebook: [1, {r.total_cells}]")
+        header = (f"{shown} is a Jupyter notebook, shown as its cells (view_range counts "
+                  "cells; str_replace changes text within one cell's source; each cell's "
+                  "lines are numbered from 1):")
+        # Its results are text: an image output is named, never said to be shown.
+        cells = [c.model_copy(update={"outputs": [
+            o if o.image is None or o.image.image is None else o.model_copy(update={
+                "image": o.image.model_copy(update={
+                    "image": None, "not_shown": "this tool's results are text"})})
+            for o in c.outputs]}) for c in r.cells]
+        return header + "\n" + render_notebook_read(
+            r.model_copy(update={"path": shown, "cells": cells}),
+            self.budget - len(header) - 1)
 
     def _render_view(self, r: ReadResult, shown: str, start: int, end: int) -> str:
         if r.line_count == 0 and r.start_line > 1:
@@ -331,7 +369,8 @@ class _Engine(_MemoryCommands):
         shown = _shown(raw, MAX_SHOWN_PATH)
         rel = self._file_path(raw)
         try:
-            result = tools.write(self.fs, WriteArgs(file_path=rel, content=text))
+            # A .ipynb must be a valid notebook (nbformat 4), as write checks it.
+            result = notebook_tools.write(self.fs, WriteArgs(file_path=rel, content=text))
         except FsError as err:
             if err.code == "not_observed":
                 # Replacing a file needs a view of it first, as toolfs's write does; the
@@ -367,18 +406,30 @@ class _Engine(_MemoryCommands):
                            "change")
         old_shown = _shown(old, MAX_SHOWN_OLD)
         try:
-            result = tools.edit(self.fs, EditArgs(file_path=rel, old_string=old,
-                                                  new_string=new))
+            # In a notebook, old_str is matched within the cells' sources and the change
+            # leaves every byte outside the touched cell as it was (toolfs.formats.notebook).
+            result = notebook_tools.edit(self.fs, EditArgs(file_path=rel, old_string=old,
+                                                           new_string=new))
         except FsError as err:
             if err.code == "no_match":
                 # [editor] and [memory docs] str_replace, then toolfs's near-miss hint.
                 hint = err.message.partition("old_string was not found in the file.")[2]
+                cells = err.message.partition("old_string was not found in any cell's "
+                                              "source.")
+                if cells[1]:  # a notebook: its hint names cells, not the JSON
+                    hint = f" It was looked for in the notebook's cell sources.{cells[2]}"
                 raise _refuse("no_match", f"No replacement was performed, old_str "
                               f"`{old_shown}` did not appear verbatim in {shown}.{hint}",
                               cause=err) from err
             if err.code == "ambiguous_match":
-                lines = ", ".join(str(n) for n in err.details.get("lines", [])[:20])
                 more = ", ..." if err.details.get("count", 0) > 20 else ""
+                if "cells" in err.details:  # a notebook: in which cells
+                    listed = ", ".join(str(c) for c in err.details["cells"][:20])
+                    raise _refuse("ambiguous_match", f"No replacement was performed. Multiple "
+                                  f"occurrences of old_str `{old_shown}` in cells: "
+                                  f"{listed}{more}. Please ensure it is unique",
+                                  cause=err) from err
+                lines = ", ".join(str(n) for n in err.details.get("lines", [])[:20])
                 # [memory docs]: "... Multiple occurrences of old_str `{old_str}` in lines:
                 # {line_numbers}. Please ensure it is unique"; [editor]: "... in lines
                 # {lines}. ..." with the Python list ("[2, 3]").
@@ -387,6 +438,12 @@ class _Engine(_MemoryCommands):
                               f"occurrences of old_str `{old_shown}` {where}. "
                               "Please ensure it is unique", cause=err) from err
             raise self._translate(err, shown, raw) from err
+        if isinstance(result, NotebookEditResult):
+            edited = ("The memory file has been edited." if self.memory
+                      else f"The file {shown} has been edited.")
+            return _Done(f"{edited} " + render_notebook_edit(
+                result.model_copy(update={"path": shown}), self.budget - len(edited) - 1),
+                result)
         return _Done(self._edited(shown, result, insert=False), result)
 
     def _edited(self, shown: str, r: EditResult, *, insert: bool) -> str:
@@ -431,6 +488,12 @@ class _Engine(_MemoryCommands):
         raw, line, text = given["path"], given["insert_line"], given["text"]
         shown = _shown(raw, MAX_SHOWN_PATH)
         rel = self._file_path(raw)
+        if is_notebook_path(rel):
+            # Its lines are JSON, which view does not show: a cell is added with
+            # str_replace (in a cell's source) or notebook_edit.
+            raise _invalid(f"{shown} is a Jupyter notebook, which view shows as cells: "
+                           "insert counts lines of text. Use str_replace to add lines "
+                           "within a cell's source.")
         with self._call(lambda: self.fs.open(rel, "rb", intent="edit"), shown, raw) as f:
             doc = decode(f.read(), f.path)
             body = doc.text

@@ -15,7 +15,6 @@ for a failure while running; credentials never appear in them.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import logging
@@ -29,9 +28,16 @@ from toolfs.deadline import DEFAULT_TIMEOUT
 from toolfs.redact import Redactor, is_credential_name
 
 if TYPE_CHECKING:
-    from toolfs.server.http import ResourceServer
-    from toolfs.server.rooms import Rooms
     from toolfs.workspace import Workspace
+
+ServerSetup = Callable[[argparse.Namespace, "Workspace", dict[str, Any], "str | None"],
+                       tuple[Any, Any]]
+"""What ``toolfs serve`` calls for OAuth, principals and audit: given the parsed command
+line, the server's workspace, its storage options and the static token, it returns the
+rooms and the resource server (``None`` for what is not asked for), raising
+:class:`UsageError` for a bad combination. ``toolfs.server.command.setup`` is the one the
+``toolfs`` entry point (``toolfs.__main__``) passes: the server package sits above this
+module, which never imports it."""
 
 TOKEN_ENV = "TOOLFS_TOKEN"
 INTROSPECTION_SECRET_ENV = "TOOLFS_INTROSPECTION_SECRET"
@@ -49,12 +55,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+def main(argv: Sequence[str] | None = None, *, server: ServerSetup | None = None) -> int:
+    """Run the command line; returns the exit status. ``server`` sets up OAuth,
+    principals and audit for ``toolfs serve`` (see :data:`ServerSetup`)."""
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # --help, --version and usage errors
         return exc.code if isinstance(exc.code, int) else 2
+    args.server_setup = server
     redact = Redactor.for_options(dict(getattr(args, "option", [])), getattr(args, "token", None),
                                   os.environ.get(TOKEN_ENV))
     command: Callable[[argparse.Namespace], int] = args.command
@@ -342,8 +350,8 @@ def _serve(args: argparse.Namespace) -> int:
         except ValueError as exc:
             source = "--token" if args.token else TOKEN_ENV
             raise UsageError(f"{source}: {exc}") from None
+    from toolfs.integrations.contexts import ServerContexts
     from toolfs.policy.rules import Policy
-    from toolfs.server.contexts import ServerContexts
     from toolfs.workspace import AsyncWorkspace, Workspace
 
     ledger, hidden = (None, ()) if args.ledger is None else \
@@ -353,9 +361,14 @@ def _serve(args: argparse.Namespace) -> int:
                           policy=Policy(on_stale=args.on_stale),
                           trust_conditions=args.trust_conditions, timeout=args.timeout)
     workspace.check_root()  # a missing bucket is said now, not on every call
-    # The principals' rooms hide the ledger as the server's root does.
-    args.deny = [*args.deny, *hidden]
-    rooms, auth = _rooms_and_auth(args, workspace, options, token)
+    rooms, auth = None, None
+    if (args.auth_issuer, args.principals, args.audit) != (None, None, None):
+        if args.server_setup is None:
+            raise UsageError("--auth-issuer, --principals and --audit need toolfs.server: run "
+                             "the toolfs command or python -m toolfs")
+        # The principals' rooms hide the ledger as the server's root does.
+        args.deny = [*args.deny, *hidden]
+        rooms, auth = args.server_setup(args, workspace, options, token)
     served = AsyncWorkspace(workspace) if rooms is None else rooms.default
     server = ToolfsMCP(served, redact=redact, tools=args.tools, rooms=rooms,
                        contexts=ServerContexts(served, ledger=ledger))
@@ -440,67 +453,6 @@ def _check_auth_args(args: argparse.Namespace) -> None:
                          "match = { token_sha256 = \"...\" } instead of --token")
     if args.audit_reads and args.audit is None:
         raise UsageError("--audit-reads needs --audit")
-
-
-def _rooms_and_auth(args: argparse.Namespace, workspace: Workspace, options: dict[str, Any],
-                    token: str | None) -> tuple[Rooms | None, ResourceServer | None]:
-    """The rooms (principals, audit) and the resource server of ``toolfs serve``, or
-    ``None`` for what is not asked for."""
-    from toolfs.server.auth import AuthConfigError, sha256_hex
-    from toolfs.server.principals import PrincipalsError, load_principals
-
-    principals = None
-    if args.principals is not None:
-        try:
-            principals = load_principals(args.principals, groups_claim=args.groups_claim)
-        except PrincipalsError as exc:
-            raise UsageError(f"--principals {exc}") from None
-        by_claims = [p.name for p in principals.principals if p.match.token_sha256 is None]
-        if by_claims and args.auth_issuer is None:
-            raise UsageError(f"--principals: principal {by_claims[0]!r} is matched by token "
-                             "claims, which needs --auth-issuer")
-    auth = None
-    if args.transport == "http" and (args.auth_issuer is not None or principals is not None):
-        from toolfs.server.http import resource_server
-
-        hashes = principals.static_hashes() if principals is not None else {}
-        if token is not None and principals is None:  # --token beside OAuth: one room
-            hashes = {sha256_hex(token): "*"}
-        try:
-            auth = resource_server(
-                resource=args.resource, issuer=args.auth_issuer, jwks_url=args.jwks_url,
-                introspection_url=args.introspection_url, audience=args.audience,
-                required_scopes=tuple(args.required_scope), static_hashes=hashes,
-                introspection_client_id=args.introspection_client_id,
-                introspection_client_secret=os.environ.get(INTROSPECTION_SECRET_ENV))
-            asyncio.run(auth.prepare())  # a wrong issuer or JWKS URL is said now
-        except AuthConfigError as exc:
-            raise UsageError(str(exc)) from None
-    if principals is None and args.audit is None:
-        return None, auth
-
-    from toolfs.server.audit import open_audit
-    from toolfs.server.rooms import Rooms
-    from toolfs.workspace import AsyncWorkspace
-
-    sink = None
-    if args.audit is not None:
-        same_store = args.audit.partition("://")[0] == args.url.partition("://")[0]
-        sink = open_audit(args.audit, options if same_store else None)
-    factory = None if principals is None else Rooms.factory_of(
-        args.url, options or None, root=args.root, deny=tuple(args.deny),
-        read_only=args.read_only, on_stale=args.on_stale,
-        trust_conditions=args.trust_conditions, timeout=args.timeout)
-    tools = args.tools or tuple(t["name"] for t in _default_tools())
-    rooms = Rooms(AsyncWorkspace(workspace), tools, principals=principals, factory=factory,
-                  audit=sink, audit_reads=args.audit_reads)
-    return rooms, auth
-
-
-def _default_tools() -> list[dict[str, Any]]:
-    from toolfs.schemas import tool_definitions
-
-    return tool_definitions("mcp", None)
 
 
 @contextlib.contextmanager

@@ -104,14 +104,18 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("toolfs.integrations.deepagents needs Deep Agents: "
                       "pip install 'toolfs[deepagents]'") from exc
 
-from toolfs import media
 from toolfs import tools as _tools
 from toolfs.errors import FsError, fs_error
+from toolfs.formats import media
+from toolfs.formats.notebook import is_notebook_path
+from toolfs.formats.text import decode, split_lines
 from toolfs.integrations._contexts import AgentContexts
 from toolfs.integrations._langgraph import agent_key
 from toolfs.policy.filesystem import Found, ObservedFile, PolicyFileSystem
 from toolfs.render import render_error
-from toolfs.text import decode, split_lines
+from toolfs.render.notebook import notebook_lines
+from toolfs.results import NotebookReadResult
+from toolfs.tools import notebook as notebook_tools
 from toolfs.workspace import AsyncWorkspace, Workspace
 
 __all__ = ["ToolfsBackend"]
@@ -137,7 +141,7 @@ _IMAGE_TYPES = {"png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg",
 
 
 def _fitted_image(data: bytes, rel: str, shown: str) -> bytes:
-    """An image's bytes made to fit every provider's per-image limits (toolfs.media), in
+    """An image's bytes made to fit every provider's per-image limits (toolfs.formats.media), in
     the format Deep Agents will label it with (its extension's); as stored when the
     content is not of that format, or when it cannot be converted here (malformed, too
     many pixels, no ``toolfs[media]``): Deep Agents' own backends send every image as
@@ -317,6 +321,8 @@ class ToolfsBackend(BackendProtocol):
             kind = _classify(file_path)
             if kind != "text":
                 return self._guarded(lambda fs: self._read_binary(fs, rel, kind))
+            if is_notebook_path(rel):
+                return self._guarded(lambda fs: self._read_notebook(fs, rel, offset, limit))
             return self._guarded(lambda fs: self._read_text(fs, rel, offset, limit))
         except FsError as err:
             if err.code in ("not_found", "not_a_file") and not err.details.get("bucket"):
@@ -337,6 +343,33 @@ class ToolfsBackend(BackendProtocol):
             data = _fitted_image(data, rel, f.path)
         return ReadResult(file_data=FileData(
             content=base64.standard_b64encode(data).decode("ascii"), encoding="base64"))
+
+    def _read_notebook(self, fs: PolicyFileSystem, rel: str, offset: int,
+                       limit: int) -> ReadResult:
+        """A notebook as its cells, as toolfs's read shows them (each cell's header line,
+        its source lines as they are, its outputs summarised), windowed by the lines of
+        that view; edit_file's ``old_string`` is then matched within the cells' sources.
+        A ``.ipynb`` that is not a notebook (broken JSON) is read as the text it is."""
+        got = notebook_tools.read_file(fs, rel, 1, 10**9)  # every cell: windowed by lines
+        if not isinstance(got, NotebookReadResult):
+            return self._read_text(fs, rel, offset, limit)
+        lang = f", {got.language}" if got.language else ""
+        lines = [f"Notebook {_shown(got.path)}: {got.total_cells} cells{lang}. Shown as "
+                 "its cells: edit_file changes text within one cell's source.",
+                 *notebook_lines(got)]
+        if limit == 0:
+            return ReadResult(file_data=FileData(content="", encoding="utf-8"),
+                              no_lines_requested=True)
+        total = len(lines)
+        if offset >= total:
+            return ReadResult(error=f"Line offset {offset} exceeds file length "
+                                    f"({total} lines)")
+        end = min(offset + limit, total)
+        return ReadResult(
+            file_data=FileData(content="\n".join(lines[offset:end]) + "\n",
+                               encoding="utf-8"),
+            total_lines=total, start_line=offset + 1, end_line=end,
+            next_offset=end if end < total else None)
 
     def _read_text(self, fs: PolicyFileSystem, rel: str, offset: int,
                    limit: int) -> ReadResult:

@@ -13,7 +13,7 @@ served by the SDK's own stdio and streamable-HTTP transports:
   per streamable-HTTP session, one for the whole stream on stdio; without a session (the
   2026-07-28 protocol, served natively) a context is (principal, the client's
   ``toolfs-context`` header or ``_meta["toolfs/context"]``, else the principal alone), see
-  :mod:`toolfs.server.contexts`;
+  :mod:`toolfs.integrations.contexts`;
 * over HTTP, a bearer token of at least 16 characters is required (scheme matched
   case-insensitively, token in constant time), and at most ``max_sessions`` (64) sessions
   are open at once;
@@ -38,7 +38,7 @@ import socket
 import sys
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from pydantic import BaseModel, ValidationError
@@ -59,9 +59,10 @@ except ImportError as exc:
 
 from toolfs import __version__
 from toolfs.errors import ErrorCode, FsError
-from toolfs.media_render import MediaView
+from toolfs.integrations.contexts import ServerContexts, context_key, principal_name
 from toolfs.redact import Redactor
 from toolfs.render import ToolOutput
+from toolfs.render.media import MediaView
 from toolfs.results import (
     EditResult,
     GlobResult,
@@ -73,14 +74,49 @@ from toolfs.results import (
     WriteResult,
 )
 from toolfs.schemas import ARGS_MODELS, input_schema, tool_definitions
-from toolfs.server.contexts import ServerContexts, context_key, principal_name
 from toolfs.workspace import AsyncWorkspace, Workspace
 
 if TYPE_CHECKING:
-    from mcp.server.auth.provider import AccessToken
+    from mcp.server.auth.provider import AccessToken, TokenVerifier
+    from mcp.server.auth.settings import AuthSettings
+    from starlette.middleware import Middleware
 
-    from toolfs.server.http import ResourceServer
-    from toolfs.server.rooms import Room, Rooms
+
+class CallerRoom(Protocol):
+    """What a caller works on: its name and the tools it is offered
+    (:class:`toolfs.server.rooms.Room`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def tools(self) -> tuple[str, ...]: ...
+
+
+class CallerRooms(Protocol):
+    """A room per caller, and its contexts (:class:`toolfs.server.rooms.Rooms`, which
+    this module never imports: the server package sits above it)."""
+
+    def room(self, access: AccessToken | None) -> CallerRoom | None:
+        """The room of the caller with ``access``, ``None`` for none."""
+
+    def new_context(self, room: Any, access: AccessToken | None) -> AsyncWorkspace:
+        """A new execution context in ``room`` for that caller."""
+
+    async def execute(self, context: AsyncWorkspace, tool: str, arguments: Any) -> ToolOutput:
+        """Run ``tool`` in ``context``."""
+
+
+class HttpAuth(Protocol):
+    """The SDK's auth settings and token verifier, and middleware to run after its
+    authentication (:class:`toolfs.server.http.ResourceServer`)."""
+
+    @property
+    def settings(self) -> AuthSettings: ...
+    @property
+    def verifier(self) -> TokenVerifier: ...
+
+    def middleware(self, path: str) -> list[Middleware]:
+        """Middleware after the SDK's authentication (e.g. a 403 for no principal)."""
 
 __all__ = ["BearerAuth", "SessionLimit", "ToolError", "ToolfsMCP", "check_token", "endpoint_url",
            "mcp_content", "mcp_tools", "output_schema"]
@@ -99,7 +135,7 @@ _RESULT_MODELS: dict[str, tuple[type[BaseModel], ...]] = {
     "glob": (GlobResult,), "grep": (GrepResult,), "ls": (ListResult,),
     "notebook_edit": (NotebookEditResult,),
 }
-# A tool's other result shapes: read of an image or a PDF (toolfs.media).
+# A tool's other result shapes: read of an image or a PDF (toolfs.formats.media).
 _OTHER_RESULT_MODELS: dict[str, tuple[type[BaseModel], ...]] = {"read": (MediaView,)}
 _INSTRUCTIONS = ("File tools over one workspace: find files (glob, grep, ls), then read, "
                  "write and edit text files by paths relative to the workspace root.")
@@ -253,7 +289,7 @@ class ToolfsMCP:
                  redact: Redactor | None = None, name: str = "toolfs",
                  tools: list[str] | tuple[str, ...] | None = None,
                  contexts: ServerContexts | None = None,
-                 rooms: Rooms | None = None) -> None:
+                 rooms: CallerRooms | None = None) -> None:
         self.workspace = (workspace if isinstance(workspace, AsyncWorkspace)
                           else AsyncWorkspace(workspace))
         self.contexts = contexts if contexts is not None else ServerContexts(self.workspace)
@@ -296,7 +332,7 @@ class ToolfsMCP:
             else (lambda: rooms.execute(context, params.name, arguments))))
         return self._call_result(output)
 
-    def _room(self, ctx: ServerRequestContext[Any]) -> Room:
+    def _room(self, ctx: ServerRequestContext[Any]) -> CallerRoom:
         """The caller's room (the HTTP layer refused a token without one: 403)."""
         assert self.rooms is not None
         room = self.rooms.room(_access_token(ctx))
@@ -322,7 +358,7 @@ class ToolfsMCP:
     async def _discover(self, ctx: ServerRequestContext[Any],
                         params: types.RequestParams) -> types.DiscoverResult:
         # Both eras everywhere: without a session, a call's context is its principal and
-        # the key the client names (toolfs.server.contexts).
+        # the key the client names (toolfs.integrations.contexts).
         versions = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
         return types.DiscoverResult(
             supported_versions=list(versions), instructions=_INSTRUCTIONS,
@@ -360,14 +396,14 @@ class ToolfsMCP:
                                              meta=ctx.meta), make=self._maker(ctx, room))
 
     @staticmethod
-    def _principal(ctx: ServerRequestContext[Any], room: Room | None) -> str:
+    def _principal(ctx: ServerRequestContext[Any], room: CallerRoom | None) -> str:
         """Whose context: the token's principal, within its room (two people matched to
         one room by a group claim are still two principals)."""
         name = principal_name(ctx.request)
         return name if room is None else json.dumps([room.name, name])
 
     def _maker(self, ctx: ServerRequestContext[Any],
-               room: Room | None) -> Callable[[], AsyncWorkspace] | None:
+               room: CallerRoom | None) -> Callable[[], AsyncWorkspace] | None:
         """How a new context of this caller is made: in its room, with its audit
         identity (``None``: from the server's workspace)."""
         if self.rooms is None or room is None:
@@ -417,7 +453,7 @@ class ToolfsMCP:
 
     def http_app(self, *, token: str | None = None, host: str = "127.0.0.1",
                  path: str = "/mcp", max_sessions: int = DEFAULT_MAX_SESSIONS,
-                 auth: ResourceServer | None = None) -> ASGIApp:
+                 auth: HttpAuth | None = None) -> ASGIApp:
         """The streamable-HTTP ASGI app, answering 401 to requests without ``token``.
 
         ``token`` must be at least :data:`MIN_TOKEN_LENGTH` characters (see
@@ -428,8 +464,8 @@ class ToolfsMCP:
 
         With ``auth`` (:func:`toolfs.server.http.resource_server`) instead of ``token``,
         the SDK's OAuth resource server checks every request (RFC 9728 metadata, 401 and
-        403 answers); with principals in :attr:`rooms`, a token that matches none is
-        answered 403 (:class:`toolfs.server.http.PrincipalGate`).
+        403 answers), then ``auth.middleware`` (with principals, a token that matches
+        none is answered 403: :class:`toolfs.server.http.PrincipalGate`).
         """
         if auth is None:
             check_token(token or "")
@@ -441,25 +477,18 @@ class ToolfsMCP:
             return BearerAuth(SessionLimit(app, max_sessions), token or "")
         if token is not None:
             raise ValueError("give token or auth, not both")
-        from starlette.middleware import Middleware
-
-        from toolfs.server.http import PrincipalGate
-
         app = self.server.streamable_http_app(
             streamable_http_path=path, host=host, max_sessions=max_sessions,
             auth=auth.settings, token_verifier=auth.verifier)
-        if self.rooms is not None and self.rooms.principals is not None:
-            # Innermost of the app's middleware, after the SDK's authentication (which
-            # sets scope["user"]); Starlette builds the stack on the first request.
-            app.user_middleware.append(Middleware(
-                PrincipalGate, rooms=self.rooms, path=path,
-                resource_metadata_url=auth.resource_metadata_url))
+        # Innermost of the app's middleware, after the SDK's authentication (which sets
+        # scope["user"]); Starlette builds the stack on the first request.
+        app.user_middleware.extend(auth.middleware(path))
         return SessionLimit(app, max_sessions)
 
     def serve_http(self, *, token: str | None = None, host: str = "127.0.0.1",
                    port: int = DEFAULT_PORT, max_sessions: int = DEFAULT_MAX_SESSIONS,
                    ready: Callable[[str], None] | None = None,
-                   auth: ResourceServer | None = None) -> None:
+                   auth: HttpAuth | None = None) -> None:
         """Serve streamable HTTP until interrupted; ``port=0`` picks a free port.
 
         ``ready`` receives the endpoint URL once the socket is listening. ``token``,

@@ -14,8 +14,8 @@ with the same policy as ``edit``:
 
 Rules (see docs/integrations.md):
 
-* **update_file** applies the diff (:mod:`toolfs.v4a`: exact context, every hunk located
-  uniquely) to the bytes this context observed, and commits them through that same
+* **update_file** applies the diff (:mod:`toolfs.integrations.v4a`: exact context, every
+  hunk located uniquely) to the bytes this context observed, and commits them through that same
   :class:`~toolfs.policy.filesystem.ObservedFile`: the write lands only on the version the
   diff was applied to, so a change made since gives ``stale``, never a lost update. All
   hunks are applied in memory and stored in one conditional write; a diff that does not
@@ -47,11 +47,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolfs.errors import FsError, fs_error
+from toolfs.formats.notebook import NotANotebook, Notebook, is_notebook_path, validate_notebook_text
+from toolfs.formats.notebook import parse as parse_notebook
+from toolfs.formats.text import decode
+from toolfs.integrations.v4a import (
+    Hunk,
+    PatchOutcome,
+    apply_update,
+    parse_create,
+    parse_patch,
+    parse_update,
+)
 from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
+from toolfs.policy.paths import Target
 from toolfs.render import MAX_OUTPUT_CHARS, ToolOutput, bound_text, render_output
 from toolfs.results import PatchResult
-from toolfs.text import decode
-from toolfs.v4a import apply_update, parse_create, parse_patch, parse_update
+from toolfs.tools import notebook as notebook_tools
 from toolfs.workspace import AsyncWorkspace, Workspace
 
 if TYPE_CHECKING:
@@ -161,6 +172,12 @@ def _create(fs: PolicyFileSystem, op: PatchOperation) -> PatchResult:
     display = fs.resolve(op.path).display
     assert op.diff is not None
     text = parse_create(op.diff, path=display)
+    if is_notebook_path(display):  # a notebook created must be one (nbformat 4)
+        try:
+            validate_notebook_text(text)
+        except FsError as err:
+            err.path = display
+            raise
     pending = fs.prepare_write(op.path, operation="write", create_only=True)
     try:
         commit = pending.commit(text.encode("utf-8"))
@@ -181,6 +198,9 @@ def _update(fs: PolicyFileSystem, op: PatchOperation, require_read: bool) -> Pat
     hunks = parse_update(op.diff, path=source.display)
     f = _open_for_patch(fs, op.path, require_read)
     doc = decode(f.read(), f.path)
+    notebook = _as_notebook(doc.text, f.path)
+    if notebook is not None:
+        return _update_notebook(fs, op, f, notebook, doc.bom, hunks, dest, source)
     try:
         outcome = apply_update(doc.text, hunks, path=f.path,
                                diff_newline="\r\n" if "\r\n" in op.diff else "\n")
@@ -199,6 +219,49 @@ def _update(fs: PolicyFileSystem, op: PatchOperation, require_read: bool) -> Pat
     moved = _move(fs, f, op, data)
     return moved.model_copy(update={"hunks": outcome.hunks, "added": outcome.added,
                                     "removed": outcome.removed})
+
+
+def _as_notebook(text: str, path: str) -> Notebook | None:
+    """``text`` parsed as a Jupyter notebook, if ``path`` names one and it is one (a
+    broken ``.ipynb`` is patched as the text it is, so that an agent can repair it)."""
+    if not is_notebook_path(path):
+        return None
+    try:
+        return parse_notebook(text)
+    except NotANotebook:
+        return None
+
+
+def _update_notebook(fs: PolicyFileSystem, op: PatchOperation, f: ObservedFile,
+                     nb: Notebook, bom: bool, hunks: list[Hunk], dest: Target | None,
+                     source: Target) -> PatchResult:
+    """``update_file`` of a notebook: the diff applies to its cells' sources as read
+    shows them (each cell's lines; a hunk stays within one cell), and every byte outside
+    the sources it changes stays as it was (:func:`toolfs.tools.notebook.patch_sources`)."""
+    assert op.diff is not None
+    newline = "\r\n" if "\r\n" in op.diff else "\n"
+    counts: list[PatchOutcome] = []
+
+    def change(text: str) -> str:
+        outcome = apply_update(text, hunks, path=f.path, diff_newline=newline)
+        counts[:] = [outcome]
+        return outcome.text
+
+    if dest is not None and dest.backend_path != source.backend_path:
+        try:  # moved: the patched notebook is created there, the source deleted
+            data = notebook_tools.patched_bytes(fs, f.path, nb, bom, change)
+        except FsError:
+            if f.cached:  # planned on an outdated read: "read it again" helps more
+                f.verify()
+            raise
+        moved = _move(fs, f, op, data)
+        return moved.model_copy(update={"hunks": counts[0].hunks, "added": counts[0].added,
+                                        "removed": counts[0].removed})
+    commit, _ = notebook_tools.patch_sources(fs, f, nb, bom, change)
+    done = counts[0]
+    return PatchResult(path=commit.path, action="updated", version=commit.version,
+                       size=commit.size, hunks=done.hunks, added=done.added,
+                       removed=done.removed)
 
 
 def _move(fs: PolicyFileSystem, f: ObservedFile, op: PatchOperation,

@@ -46,12 +46,13 @@ import contextlib
 import io
 import os
 import uuid
+from glob import has_magic
 from typing import Any, ClassVar, Literal
 
+from fsspec import utils as fsspec_utils
 from fsspec.spec import AbstractFileSystem
 
 from toolfs.backends import Overwrite, Store, Update, store_for, unwrapped
-from toolfs.content_cache import DEFAULT_CACHE_BYTES, shared_cache
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable
 from toolfs.policy.chaining import (
@@ -60,6 +61,7 @@ from toolfs.policy.chaining import (
     policy_option,
     target_filesystem,
 )
+from toolfs.policy.content_cache import DEFAULT_CACHE_BYTES, shared_cache
 from toolfs.policy.events import Operation, Subscriber
 from toolfs.policy.forwarding import Forwarding
 from toolfs.policy.handles import ObservedFile, PendingWrite, _CommitOnClose, _TextCommitOnClose
@@ -123,17 +125,17 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
             see :mod:`toolfs.backends.conditions`) and write even where it failed,
             accepting that concurrent changes may be lost there.
         content_cache_bytes: byte budget of the discovery content cache
-            (:mod:`toolfs.content_cache`): ``grep`` on a store whose listing carries
+            (:mod:`toolfs.policy.content_cache`): ``grep`` on a store whose listing carries
             versions (S3, GCS, Azure) does not download again an object listed at the
             version it cached. One cache per process and option set, shared by every
             context; 0 turns it off.
         content_cache_dir: hold that cache's bytes as files in this directory instead of
             in memory.
         grep_engine: ``"python"`` (default): local ``grep`` reads and searches every
-            candidate itself (in two worker threads, :mod:`toolfs.grep_workers`, with
+            candidate itself (in two worker threads, :mod:`toolfs.search.grep_workers`, with
             the single loop's answer); ``"ripgrep"``: it runs ripgrep, where there is one, as a
             prefilter that spares reading the files it finds no line in
-            (:mod:`toolfs.ripgrep`; the answer is the same). Measured in
+            (:mod:`toolfs.search.ripgrep`; the answer is the same). Measured in
             docs/benchmarks.md: a gain only for selective patterns with a core to spare.
     """
 
@@ -305,6 +307,70 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
             if not src.complete and src.size > self.size_cap:
                 self._check_cap(src._target, src.size, "write")
             return bytes(src.read())
+
+    def _tree_pairs(self, path: str, dest: str, *, recursive: bool, maxdepth: Any,
+                    dest_is_dir: bool) -> tuple[list[str], list[str]]:
+        """The ``(sources, destinations)`` of a copy of ``path`` (a name, a directory or
+        a glob pattern of this filesystem) to ``dest``, as fsspec's ``get`` and ``copy``
+        expand them. fsspec finds the parent to cut off the sources by their last ``/``,
+        which a name at the top of the root (``src``, ``src/file``) lacks: so a second
+        ``get("src", "target", recursive=True)``, into the ``target`` the first made,
+        gave ``target/file`` again instead of ``target/src/file``, as fsspec's own
+        filesystems do (whose names all start with ``/``). Here every name is given a
+        leading ``/`` for fsspec's cut."""
+        from fsspec.implementations.local import trailing_sep
+        from fsspec.utils import other_paths
+
+        sources = self.expand_path(path, recursive=recursive, maxdepth=maxdepth)
+        if not recursive or maxdepth is not None:  # a non-recursive glob copies no directory
+            sources = [p for p in sources if not (trailing_sep(p) or self.isdir(p))]
+        if not sources:
+            return [], []
+        exists = (has_magic(path) and len(sources) == 1) or (
+            not has_magic(path) and dest_is_dir and not trailing_sep(path))
+        return sources, other_paths([f"/{p}" for p in sources], dest, exists=exists)
+
+    def get(self, rpath: Any, lpath: Any, recursive: bool = False, callback: Any = None,
+            maxdepth: Any = None, **kwargs: Any) -> None:
+        """fsspec's ``get`` (files and trees to local disk, each through
+        :meth:`get_file`), a source at the top of the root nested as any other is
+        (:meth:`_tree_pairs`)."""
+        if isinstance(rpath, str) and isinstance(lpath, (str, os.PathLike)):
+            from fsspec.implementations.local import (
+                LocalFileSystem,
+                make_path_posix,
+                trailing_sep,
+            )
+            local = make_path_posix(os.fspath(lpath))
+            rpath, lpath = self._tree_pairs(
+                self._strip_protocol(rpath), local, recursive=recursive, maxdepth=maxdepth,
+                dest_is_dir=trailing_sep(local) or LocalFileSystem().isdir(local))
+            if not rpath:
+                return
+            contained = getattr(fsspec_utils, "check_contained", None)
+            if contained is not None:  # fsspec >= 2026.9: no name places a copy above it
+                contained(local, lpath)
+        if callback is None:
+            super().get(rpath, lpath, recursive=recursive, maxdepth=maxdepth, **kwargs)
+        else:
+            super().get(rpath, lpath, recursive=recursive, callback=callback,
+                        maxdepth=maxdepth, **kwargs)
+
+    def copy(self, path1: Any, path2: Any, recursive: bool = False, maxdepth: Any = None,
+             on_error: str | None = None, **kwargs: Any) -> None:
+        """fsspec's ``copy`` (each file through :meth:`cp_file`), a source at the top of
+        the root nested as any other is (:meth:`_tree_pairs`)."""
+        if isinstance(path1, str) and isinstance(path2, str):
+            from fsspec.implementations.local import trailing_sep
+
+            path1, path2 = self._strip_protocol(path1), self._strip_protocol(path2)
+            path1, path2 = self._tree_pairs(
+                path1, path2, recursive=recursive, maxdepth=maxdepth,
+                dest_is_dir=trailing_sep(path2) or self.isdir(path2))
+            if not path1:
+                return
+        super().copy(path1, path2, recursive=recursive, maxdepth=maxdepth,
+                     on_error=on_error, **kwargs)
 
     def get_file(self, rpath: str, lpath: Any, callback: Any = None,
                  **kwargs: Any) -> None:

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import io
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from toolfs.backends import PutMode, Update
 from toolfs.errors import FsError, fs_error
+from toolfs.policy.commits import Commit, Committer, Rebase
 from toolfs.policy.events import Operation
 from toolfs.policy.paths import Target
 from toolfs.policy.people import for_people
 from toolfs.versions import FileVersion
-
-if TYPE_CHECKING:  # the owner makes the handles; they only call back into it
-    from toolfs.policy.observe_commit import Commit, ObserveCommit, Rebase
 
 
 class ObservedFile(io.RawIOBase):
@@ -33,7 +31,7 @@ class ObservedFile(io.RawIOBase):
     blocks on demand, each pinned to ``version`` (``stale`` if the file changed).
     """
 
-    def __init__(self, owner: ObserveCommit, target: Target, version: FileVersion,
+    def __init__(self, owner: Committer, target: Target, version: FileVersion,
                  size: int, head: bytes, *, cached: bool = False) -> None:
         # No super().__init__(): io.RawIOBase keeps no state of its own to set up.
         self.cached = cached
@@ -160,7 +158,7 @@ class PendingWrite:
     """A write whose condition was fixed when it started (see
     :meth:`PolicyFileSystem.prepare_write`); :meth:`commit` stores on that condition."""
 
-    def __init__(self, owner: ObserveCommit, target: Target, mode: PutMode,
+    def __init__(self, owner: Committer, target: Target, mode: PutMode,
                  operation: Operation, *, exclusive: bool = False) -> None:
         self._owner, self._target, self.operation = owner, target, operation
         self.mode = mode

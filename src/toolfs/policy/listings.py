@@ -1,7 +1,7 @@
 """Discovery's view of the policy filesystem: listings and batched reads that record
 no observation.
 
-``glob``, ``grep`` and ``ls`` (:mod:`toolfs.discovery`) see the tree through
+``glob``, ``grep`` and ``ls`` (:mod:`toolfs.search.discovery`) see the tree through
 :class:`Listings`: ``list_files`` (one flat listing, fresh, confined, denied files left
 out), ``list_dir`` (one directory's children) and ``read_many`` (bytes of listed files,
 many requests in flight, validated by the content cache). None of them records what it

@@ -9,8 +9,8 @@ conditionally and records the new version; ``_delete`` likewise for deletes. A c
 refused because the file moved on is answered here too: ``stale`` with the diff since
 the observed version (``_shown_change``, which counts as a read when the whole diff is
 shown), or with ``Policy(on_stale="merge")`` merged onto the current bytes and committed
-again (``_resolve_stale``, :data:`MERGE_RETRIES`). Commits to one file from this process
-take turns (``_turn``).
+again (``_resolve_stale``, retried while the call's deadline lasts). Commits to one file
+from this process take turns (``_turn``).
 
 The fsspec methods that reach this logic (``open``, ``pipe_file``, ``rm_file``,
 ``mv``...) are in :mod:`toolfs.policy.filesystem`; the handles it returns are in
@@ -23,16 +23,18 @@ import contextlib
 import random
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal
 
 from toolfs.backends import Create, Overwrite, PutMode, Update, conditions
 from toolfs.backends.base import Blob
-from toolfs.diff import text_diff
+from toolfs.deadline import DEFAULT_TIMEOUT, remaining
 from toolfs.errors import FsError, fs_error
 from toolfs.escaping import escape_undecodable
-from toolfs.merge import Rebased, merge_write
+from toolfs.formats.diff import text_diff
+from toolfs.formats.merge import merge_write
+from toolfs.policy.commits import Commit as Commit
+from toolfs.policy.commits import Rebase as Rebase
 from toolfs.policy.events import AuditLog, Operation
 from toolfs.policy.guards import Guards
 from toolfs.policy.handles import ObservedFile, PendingWrite
@@ -45,48 +47,49 @@ _COMMIT_STRIPES = 256
 # one turn, so a context's ledger never goes back to a version it already replaced; and
 # a merge fetches, merges and commits in one turn, so that contexts of one process never
 # collide with each other. Between processes (and machines) the conditional write alone
-# decides, and a merge that meets another change retries (MERGE_RETRIES).
+# decides, and a merge that meets another change retries (MERGE_BACKOFF).
 _TURNS = [threading.RLock() for _ in range(_COMMIT_STRIPES)]
 # A whole-file read that takes two requests starts over when the file changes between
 # them (the rest is pinned to the first block's version); after this many tries it gives
 # up with ``stale``, so a file rewritten without pause cannot hold a read forever.
 READ_ATTEMPTS = 3
 # A merge (``Policy(on_stale="merge")``) whose conditional commit meets yet another
-# change is retried on that one up to this many times, then is ``stale``; before each
-# retry it waits a random time up to MERGE_BACKOFF * 2**retry seconds, so that agents
-# racing on one file spread out instead of colliding again (at most ~0.06 s in all).
-MERGE_RETRIES = 3
+# change is made again on that one, for as long as the call's deadline leaves time for
+# another try and the diff read a refusal needs (agents on other machines, which no lock
+# of this process can order, race on until one lands: a fixed count of retries refused
+# one in five of 8 processes' edits on S3). Before retry n it waits a random time up to
+# min(MERGE_BACKOFF * 2**n, MERGE_BACKOFF_CAP) seconds ("full jitter"), so that racing
+# agents spread out instead of colliding again. A call without a deadline of its own
+# retries for MERGE_WINDOW seconds.
 MERGE_BACKOFF = 0.004
+MERGE_BACKOFF_CAP = 0.25
+MERGE_WINDOW = DEFAULT_TIMEOUT
 DIFF_CHARS = 20_000
 """Default character budget of the diff a ``stale`` refusal or a write-intent event
 carries (``diff_chars``); a ``Workspace`` lowers it to fit its output budget."""
-
-Rebase = Callable[[bytes], Rebased | None]
-"""Moves a change onto the current bytes of its file (``None``: it does not apply)."""
-
 
 def _turn(key: str) -> threading.RLock:
     """The turn (see ``_TURNS``) that commits to ``key`` take in this process."""
     return _TURNS[hash(key) % _COMMIT_STRIPES]
 
 
-@dataclass(frozen=True)
-class Commit:
-    """What a commit stored."""
-
-    path: str
-    created: bool
-    version: FileVersion
-    size: int
-    merged: bool = False
-    """The change was made from an older version and merged onto a newer one."""
-    theirs: tuple[tuple[int, int], ...] = ()
-    """When ``merged``: the other writer's change, as 1-based ``(first, last)`` line
-    ranges of the stored file (``first == last + 1``: lines removed there)."""
-
-
 _UNFETCHED: FsError = fs_error("backend_error", "not fetched")
 """Marks the current bytes as not fetched yet (no request made)."""
+
+
+def _another_merge(attempt: int, started: float, took: float) -> float | None:
+    """The wait before merge retry ``attempt`` (1, 2, ...), a random time up to
+    ``min(MERGE_BACKOFF * 2**attempt, MERGE_BACKOFF_CAP)``; ``None`` when what is left of
+    the call's deadline (or of :data:`MERGE_WINDOW` from ``started``, without one) would
+    not hold that wait, one more try like the last (``took`` seconds) and the read of the
+    diff a refusal shows, with a try's length to spare (requests slow down under load: a
+    deadline met inside a commit's request leaves its outcome unknown, worse than a
+    ``stale``)."""
+    left = remaining()
+    if left is None:
+        left = MERGE_WINDOW - (time.monotonic() - started)
+    wait = random.uniform(0, min(MERGE_BACKOFF * 2**attempt, MERGE_BACKOFF_CAP))
+    return wait if wait + 3 * took < left else None
 
 
 class ObserveCommit(Guards):
@@ -320,10 +323,11 @@ class ObserveCommit(Guards):
                        err: FsError, *, exclusive: bool, rebase: Rebase | None) -> Commit:
         """Answer a commit refused because the file changed since the version it was
         made from. With ``Policy(on_stale="merge")``, move the change onto the current
-        bytes (``rebase``, default :func:`~toolfs.merge.merge_write`) and commit on
-        exactly their version, retried :data:`MERGE_RETRIES` times; otherwise, or when it
-        does not apply, raise ``stale`` with the diff since the observed version
-        (:meth:`_shown_change`)."""
+        bytes (``rebase``, default :func:`~toolfs.formats.merge.merge_write`) and commit on
+        exactly their version, made again on each newer version that meets it while the
+        call's deadline lasts (:func:`_another_merge`); otherwise, when it does not apply
+        (a real overlap) or time is up, raise ``stale`` with the diff since the observed
+        version (:meth:`_shown_change`)."""
         base = None if exclusive or err.code != "stale" else self._observed_bytes(target, put)
         if base is None:  # nothing to diff from (or to merge): read it again
             raise self._fail(err, target, op) from err.__cause__
@@ -334,9 +338,10 @@ class ObserveCommit(Guards):
             # write-intent hook would run inside it: a hook (a person approving) must
             # never hold up the other contexts' commits.
             hooks = any(type(sub) is not AuditLog for sub in self.subscribers)
-            for attempt in range(1 + MERGE_RETRIES):
-                if attempt:
-                    time.sleep(random.uniform(0, MERGE_BACKOFF * 2**attempt))
+            started = time.monotonic()
+            attempt = 0
+            while True:
+                tried = time.monotonic()
                 with contextlib.nullcontext() if hooks else _turn(target.backend_path):
                     current = self._current(target)
                     if not isinstance(current, Blob) or not current.complete:
@@ -350,6 +355,11 @@ class ObserveCommit(Guards):
                 if isinstance(outcome, Commit):
                     return replace(outcome, merged=True, theirs=rebased.theirs)
                 err, current = outcome, _UNFETCHED  # changed again meanwhile
+                attempt += 1
+                wait = _another_merge(attempt, started, time.monotonic() - tried)
+                if wait is None:  # the deadline leaves no time for another try
+                    break
+                time.sleep(wait)
         if current is _UNFETCHED:
             current = self._current(target)
         shown = err if isinstance(current, FsError) else \

@@ -12,20 +12,18 @@ only on that path: the tools' own messages for models are left alone.
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from toolfs.backends import Create, Update
 from toolfs.errors import FsError
-
-if TYPE_CHECKING:
-    from toolfs.policy.handles import PendingWrite
+from toolfs.policy.commits import PendingChange
 
 HOW_TO_READ = ("through the same URL and storage options (pd.read_csv, pl.read_parquet, "
                "...: any read is an observation)")
 OVERWRITE_OPTION = "policy={'require_observation': False}"
 
 
-def for_people(err: FsError, pending: PendingWrite) -> FsError:
+def for_people(err: FsError, pending: PendingChange) -> FsError:
     """``err`` (changed in place) with a message for a person, when it is a refusal of
     the guard; any other error is returned as it was."""
     if err.code not in ("stale", "not_observed") or pending.exclusive \

@@ -13,17 +13,19 @@ concept: :mod:`toolfs.render.lines` (limits, cut markers, numbered lines),
 :mod:`toolfs.render.views` (the text of each result and error) and
 :mod:`toolfs.render.structured` (the JSON form within the budget). Their public names are
 imported from here, as before, and so are the private parts that
-:mod:`toolfs.media_render`, :mod:`toolfs.notebook_render` and the tests use (the
+:mod:`toolfs.render.media`, :mod:`toolfs.render.notebook` and the tests use (the
 ``from ... import _x as _x`` lines).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from toolfs.errors import FsError
 from toolfs.escaping import escape_undecodable, escape_undecodable_data
+from toolfs.render import notebook as notebook_render
 from toolfs.render.lines import _FOOTER_ROOM as _FOOTER_ROOM
 from toolfs.render.lines import _PREFIX_CACHE_LINES as _PREFIX_CACHE_LINES
 from toolfs.render.lines import _WIDE_NUMBERS as _WIDE_NUMBERS
@@ -39,6 +41,8 @@ from toolfs.render.lines import _has_run_over as _has_run_over
 from toolfs.render.lines import _Limits as _Limits
 from toolfs.render.lines import _numbered_lines as _numbered_lines
 from toolfs.render.lines import _plural as _plural
+from toolfs.render.media import media_view
+from toolfs.render.notebook import notebook_read_view
 from toolfs.render.structured import _discovery_view, _error_data, _fit_error_json, _fit_json
 from toolfs.render.views import (
     _edit_view,
@@ -83,12 +87,8 @@ def render_output(outcome: ToolResult | FsError,
         return ToolOutput(text=render_error(outcome, max_chars), value=None, error=outcome,
                           max_chars=max_chars)
     if isinstance(outcome, MediaResult):
-        from toolfs.media_render import render_media  # it builds on this module
-
         return render_media(outcome, max_chars)
     if isinstance(outcome, NotebookReadResult):
-        from toolfs.notebook_render import render_notebook_output  # it builds on this module
-
         return render_notebook_output(outcome, max_chars)
     if isinstance(outcome, ReadResult):
         # The lines the text shows are kept, so that to_dict() need not render it again.
@@ -135,8 +135,6 @@ def structured_content(output: ToolOutput) -> dict[str, Any]:
     value = output.value
     assert value is not None
     if isinstance(value, MediaResult):
-        from toolfs.media_render import media_structured
-
         return media_structured(output)
     view: ToolResult
     if isinstance(value, GlobResult | GrepResult | ListResult):
@@ -145,8 +143,6 @@ def structured_content(output: ToolOutput) -> dict[str, Any]:
         _fit_json(data, output.max_chars)
         return data
     if isinstance(value, NotebookReadResult | NotebookEditResult):
-        from toolfs import notebook_render  # it builds on this module
-
         part: NotebookReadResult | NotebookEditResult = (
             notebook_render.notebook_read_view(value, output.max_chars)[1]
             if isinstance(value, NotebookReadResult)
@@ -202,3 +198,56 @@ class ToolOutput:
         """JSON-safe structured content: the value's fields or the error's, cut the way
         ``text`` is (see :func:`structured_content`)."""
         return structured_content(self)
+
+
+def render_media(r: MediaResult, max_chars: int) -> ToolOutput:
+    """The :class:`ToolOutput` of a media read."""
+    text, images, _, _ = media_view(r, max_chars)
+    return ToolOutput(text=text, value=r, error=None, max_chars=max_chars, images=images)
+
+
+def render_notebook_output(r: NotebookReadResult, max_chars: int) -> ToolOutput:
+    """The :class:`ToolOutput` of a notebook read: its text and the images it shows."""
+    text, view = notebook_read_view(r, max_chars)
+    return ToolOutput(text=text, value=r, error=None, max_chars=max_chars,
+                      images=view.images)
+
+
+def _image_facts(image: ToolImage | None) -> dict[str, Any] | None:
+    if image is None:
+        return None
+    return {"mime_type": image.mime_type, "width": image.width, "height": image.height}
+
+
+def media_structured(output: ToolOutput) -> dict[str, Any]:
+    """The structured content of a media read: its facts, the shown pages' text, and for
+    each image only its type and size (the bytes go as images, not JSON); within the
+    budget once written as JSON."""
+    r = output.value
+    assert isinstance(r, MediaResult)
+    _, _, shown, cut = media_view(r, output.max_chars)
+    limits = _Limits(output.max_chars)
+    result: dict[str, Any] = {
+        "path": _clip(r.path, limits.path), "version": r.version.model_dump(mode="json"),
+        "size": r.size, "kind": r.kind, "mime_type": r.mime_type, "pages": r.pages,
+        "format": r.format, "width": r.width, "height": r.height,
+        "image": _image_facts(r.image), "start_page": r.start_page,
+        "page_list": [{"number": p.number, "text": p.text, "image": _image_facts(p.image)}
+                      for p in shown],
+        "partial": r.partial or cut or len(shown) < len(r.page_list),
+        "truncated": cut or len(shown) < len(r.page_list),
+    }
+    data: dict[str, Any] = escape_undecodable_data({"ok": True, "result": result})
+    result = data["result"]
+    pages = result["page_list"]
+    # JSON's escapes may take the shown text over the budget: drop pages from the end,
+    # then halve the first page's text, until it fits (each step a measure).
+    while len(json.dumps(data, ensure_ascii=False)) > output.max_chars:
+        result["truncated"] = result["partial"] = True
+        if len(pages) > 1:
+            pages.pop()
+        elif pages and pages[0]["text"]:
+            pages[0]["text"] = pages[0]["text"][:len(pages[0]["text"]) // 2]
+        else:
+            result["path"] = result["path"][:len(result["path"]) // 2]
+    return data

@@ -1,7 +1,7 @@
 """Fitting text to the model's budget: the limits, the clipping and the numbered lines.
 
-Every renderer (:mod:`toolfs.render.views`, :mod:`toolfs.media_render`,
-:mod:`toolfs.notebook_render`, the Anthropic text editor) builds on these parts: the
+Every renderer (:mod:`toolfs.render.views`, :mod:`toolfs.render.media`,
+:mod:`toolfs.render.notebook`, the Anthropic text editor) builds on these parts: the
 per-part limits that keep one output within its character budget (:class:`_Limits`), the
 visible cut markers for long lines, paths and messages, and ``cat -n`` style numbered
 lines made without Python work per line (:func:`_numbered_lines`, :func:`_fit`). They know

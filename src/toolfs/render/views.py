@@ -12,7 +12,6 @@ its advice. The parts they are built from are in :mod:`toolfs.render.lines`; the
 
 from __future__ import annotations
 
-from toolfs.discovery import MAX_IGNORE_PATTERNS
 from toolfs.errors import FsError
 from toolfs.render.lines import (
     _FOOTER_ROOM,
@@ -45,6 +44,7 @@ from toolfs.results import (
     ToolResult,
     WriteResult,
 )
+from toolfs.schemas import MAX_IGNORE_PATTERNS
 
 # -- read ---------------------------------------------------------------------------
 
@@ -331,11 +331,11 @@ def render_result(r: ToolResult, max_chars: int = MAX_OUTPUT_CHARS) -> str:
     if isinstance(r, PatchResult):
         return render_patch(r, max_chars)
     if isinstance(r, MediaResult):
-        from toolfs.media_render import media_view
+        from toolfs.render.media import media_view
 
         return media_view(r, max_chars)[0]
     if isinstance(r, NotebookReadResult | NotebookEditResult):
-        from toolfs import notebook_render  # it builds on this module
+        from toolfs.render import notebook as notebook_render  # it builds on this module
 
         if isinstance(r, NotebookReadResult):
             return notebook_render.render_notebook_read(r, max_chars)

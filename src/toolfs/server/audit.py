@@ -9,8 +9,10 @@ Every change (and, with ``--audit-reads``, every read) is one JSON line::
      "version_after": "etag:\\"71fe...\\""}
 
 ``event`` is ``written`` (a change committed), ``denied`` (a change refused: ``reason`` is
-the error code only, ``stale``, ``not_observed`` or ``denied``) or ``read``; ``path`` is
-relative to the server's root (the principal's root, then the path in it). A line never
+the error code only, ``stale``, ``not_observed`` or ``denied``), ``read`` (a file read)
+or ``searched`` (a ``glob``, ``grep`` or ``ls`` that answered: the directory it looked
+in, never its pattern); ``path`` is relative to the server's root (the principal's root,
+then the path in it). A line never
 holds file content, a diff, a token or a credential: it is built from the policy's
 ``fs/*`` events (:mod:`toolfs.policy.events`), field by field.
 
@@ -115,6 +117,8 @@ class ObjectStoreSink:
         self._store = store_for(fs)
         self.flush_seconds = flush_seconds
         self.batch_lines = batch_lines
+        self.max_held = 100 * batch_lines
+        """Lines held while the store refuses writes, at most (the oldest go first)."""
         self.writer = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self._lines: list[str] = []
         self._seq = 0
@@ -150,12 +154,18 @@ class ObjectStoreSink:
                     f"{self._seq:06d}.jsonl")
             try:
                 self._store.put(name, data, Create())
-            except FsError as err:
-                if err.code == "stale":  # the name is taken: never overwrite, take the next
-                    continue
-                logger.warning("audit: cannot write %s: %s", name, err.message)
-                with self._lock:  # keep the lines for the next try
+            except Exception as err:
+                if isinstance(err, FsError) and err.code == "stale":
+                    continue  # the name is taken: never overwrite, take the next
+                logger.warning("audit: cannot write %s: %s", name,
+                               err.message if isinstance(err, FsError) else err)
+                with self._lock:  # keep the lines for the next try, within a bound
                     self._lines[:0] = data.decode().splitlines()
+                    excess = len(self._lines) - self.max_held
+                    if excess > 0:
+                        del self._lines[:excess]
+                        logger.error("audit: the store refuses writes; %d oldest lines "
+                                     "dropped (at most %d held)", excess, self.max_held)
                 return
             self.objects_written += 1
             return
@@ -203,6 +213,9 @@ class Identity:
 class AuditSubscriber:
     """An ``fs/*`` subscriber of one execution context writing audit lines to a sink."""
 
+    wants_diff = False
+    """A line never holds a diff: the policy need not compute one for this subscriber."""
+
     def __init__(self, sink: AuditSink, identity: Identity, *, reads: bool = False,
                  clock: Callable[[], str] = _now) -> None:
         self.sink = sink
@@ -219,6 +232,24 @@ class AuditSubscriber:
         except Exception as exc:
             # A change that landed is not undone because the trail failed; said loudly.
             logger.error("audit: cannot record %s of %s: %s", kind, event.path, exc)
+
+    def searched(self, tool: str, path: str, context_id: str) -> None:
+        """Record a discovery call (``glob``, ``grep``, ``ls``) that looked in ``path``
+        (relative to the room); only with ``reads``. Its pattern is never written: it
+        may quote what the agent looked for."""
+        if not self.reads:
+            return
+        who = self.identity
+        rel = path.strip("/")
+        shown = "/".join(p for p in (who.root, rel) if p and p != ".")
+        record = {"time": self._clock(), "event": "searched", "principal": who.principal,
+                  "iss": who.iss, "sub": who.sub, "client_id": who.client_id,
+                  "context": context_id, "tool": tool, "operation": tool, "path": shown,
+                  "version_before": None, "version_after": None}
+        try:
+            self.sink.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+        except Exception as exc:
+            logger.error("audit: cannot record %s of %s: %s", tool, shown, exc)
 
     def line(self, event: FsEvent, kind: str) -> str:
         """The JSON line of ``event``: named fields only, never content or a diff."""

@@ -30,7 +30,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -449,11 +449,15 @@ class StaticTokenVerifier(TokenVerifier):
     """Static bearer tokens, known only by their SHA-256 (``{hex: principal name}``).
 
     The given token is hashed, and the hash compared with every known one in constant
-    time, so neither the file nor the timing gives a token away."""
+    time, so neither the file nor the timing gives a token away. A static token carries
+    ``scopes[name]`` as its scopes (a principal's ``files:read`` / ``files:write``), which
+    ``--required-scope`` checks as it checks an OAuth token's."""
 
-    def __init__(self, hashes: dict[str, str], resource: str | None = None) -> None:
+    def __init__(self, hashes: dict[str, str], resource: str | None = None, *,
+                 scopes: Mapping[str, Sequence[str]] | None = None) -> None:
         self._hashes = [(bytes.fromhex(h), name) for h, name in hashes.items()]
         self.resource = resource
+        self._scopes = dict(scopes or {})
         self._known: dict[bytes, AccessToken] = {}
 
     async def prepare(self) -> None:
@@ -469,7 +473,7 @@ class StaticTokenVerifier(TokenVerifier):
             return None
         access = self._known.get(digest)
         if access is None:  # made once per token: later calls cost the hash and compares
-            access = static_token(found).model_copy(
+            access = static_token(found, self._scopes.get(found, ())).model_copy(
                 update={"token": token, "resource": self.resource})
             self._known[digest] = access
         return access

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.routes import build_resource_metadata_url
 from mcp.server.auth.settings import AuthSettings
+from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolfs.server.auth import (
@@ -39,10 +40,20 @@ __all__ = ["PrincipalGate", "ResourceServer", "resource_server"]
 
 @dataclass
 class ResourceServer:
-    """The SDK's auth settings and the token verifier of one server."""
+    """The SDK's auth settings and the token verifier of one server, and the rooms whose
+    principals a token must match (``None``: any valid token)."""
 
     settings: AuthSettings
     verifier: TokenVerifier
+    rooms: Rooms | None = None
+
+    def middleware(self, path: str) -> list[Middleware]:
+        """ASGI middleware to run after the SDK's authentication: the
+        :class:`PrincipalGate` when there are principals."""
+        if self.rooms is None or self.rooms.principals is None:
+            return []
+        return [Middleware(PrincipalGate, rooms=self.rooms, path=path,
+                           resource_metadata_url=self.resource_metadata_url)]
 
     @property
     def resource_metadata_url(self) -> str | None:
@@ -62,14 +73,18 @@ def resource_server(*, resource: str | None, issuer: str | None = None,
                     jwks_url: str | None = None, introspection_url: str | None = None,
                     audience: str | None = None, required_scopes: Sequence[str] = (),
                     static_hashes: dict[str, str] | None = None,
+                    static_scopes: Mapping[str, Sequence[str]] | None = None,
                     introspection_client_id: str | None = None,
-                    introspection_client_secret: str | None = None) -> ResourceServer:
+                    introspection_client_secret: str | None = None,
+                    rooms: Rooms | None = None) -> ResourceServer:
     """Settings and verifier for OAuth (``issuer`` and ``resource``; JWTs against the
     JWKS, or opaque tokens through ``introspection_url``) and/or static tokens known by
-    their SHA-256 (``static_hashes``: ``{hex: principal name}``)."""
+    their SHA-256 (``static_hashes``: ``{hex: principal name}``, each carrying
+    ``static_scopes[name]``); with ``rooms`` of
+    principals, a valid token that matches none is answered 403."""
     verifiers: list[TokenVerifier] = []
     if static_hashes:
-        verifiers.append(StaticTokenVerifier(static_hashes, resource))
+        verifiers.append(StaticTokenVerifier(static_hashes, resource, scopes=static_scopes))
     if issuer is not None:
         if resource is None:
             raise AuthConfigError("--auth-issuer needs --resource (this server's URL, the "
@@ -102,7 +117,7 @@ def resource_server(*, resource: str | None, issuer: str | None = None,
             "required_scopes": list(required_scopes) or None,
             "validate_token_resource": issuer is not None and resource is not None})
     verifier = verifiers[0] if len(verifiers) == 1 else ChainVerifier(verifiers)
-    return ResourceServer(settings, verifier)
+    return ResourceServer(settings, verifier, rooms)
 
 
 class PrincipalGate:

@@ -184,6 +184,12 @@ class Principals:
         return {p.match.token_sha256: p.name for p in self.principals
                 if p.match.token_sha256 is not None}
 
+    def scopes(self) -> dict[str, tuple[str, ...]]:
+        """Each principal's scopes as a token would carry them (``read_only``:
+        ``files:read``)."""
+        return {p.name: ("files:read", "files:write") if p.writable else ("files:read",)
+                for p in self.principals}
+
     def match(self, claims: Mapping[str, Any], *, client_id: str | None,
               subject: str | None, token_sha256: str | None) -> Principal | None:
         """The first principal whose ``match`` the token satisfies, or ``None``."""

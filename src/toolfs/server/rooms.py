@@ -17,12 +17,14 @@ and, per (room, context key), for a new execution context:
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.server.auth.provider import AccessToken
 
+from toolfs.errors import FsError
 from toolfs.policy.rules import OnStale
 from toolfs.render import ToolOutput
 from toolfs.server.audit import AuditSink, AuditSubscriber, Identity, calling_tool
@@ -32,6 +34,7 @@ from toolfs.workspace import AsyncWorkspace, Workspace
 __all__ = ["DEFAULT_ROOM", "Room", "Rooms", "WorkspaceFactory"]
 
 DEFAULT_ROOM = "*"
+_DISCOVERY = frozenset({"glob", "grep", "ls"})
 
 WorkspaceFactory = Callable[[Principal], Workspace]
 """Builds a principal's workspace (see :meth:`Rooms.from_workspace`)."""
@@ -72,13 +75,21 @@ class Rooms:
         self.audit = audit
         self.audit_reads = audit_reads
         self._rooms: dict[str, Room] = {}
+        # Each context's audit subscriber, for the discovery calls the policy emits no
+        # event for (weak: a context ends with its session).
+        self._audit_of: weakref.WeakKeyDictionary[AsyncWorkspace, AuditSubscriber] = (
+            weakref.WeakKeyDictionary())
         if principals is None:
             self._rooms[DEFAULT_ROOM] = Room(DEFAULT_ROOM, default, tools)
         else:
             if factory is None:
                 raise ValueError("rooms per principal need a workspace factory")
             for p in principals.principals:
-                ws = AsyncWorkspace(factory(p), _pool=default._pool)
+                try:
+                    built = factory(p)
+                except FsError as err:  # e.g. a local root that is not a directory
+                    raise _naming(err, p.name, p.root) from err.__cause__
+                ws = AsyncWorkspace(built, _pool=default._pool)
                 self._rooms[p.name] = Room(p.name, ws, p.tools(tools), root=p.root, principal=p)
 
     @staticmethod
@@ -115,6 +126,18 @@ class Rooms:
             token_sha256=hashlib.sha256(access.token.encode()).hexdigest())
         return None if p is None else self._rooms[p.name]
 
+    def check_roots(self) -> None:
+        """Check every principal's root now (:meth:`Workspace.check_root`: a missing
+        directory or bucket), raising :class:`~toolfs.errors.FsError` naming the
+        principal; servers call it once at start."""
+        for room in self._rooms.values():
+            if room.principal is None:
+                continue
+            try:
+                room.workspace.sync.check_root()
+            except FsError as err:
+                raise _naming(err, room.name, room.root) from err.__cause__
+
     def room_named(self, name: str) -> Room:
         return self._rooms[name]
 
@@ -134,20 +157,34 @@ class Rooms:
         subscriber = AuditSubscriber(self.audit, identity, reads=self.audit_reads)
         context = room.workspace.new_context()
         context.sync.subscribe(subscriber)
+        self._audit_of[context] = subscriber
         return context
 
-    @staticmethod
-    async def execute(context: AsyncWorkspace, tool: str, arguments: Any) -> ToolOutput:
-        """``context.execute(tool, arguments)``, the tool named to the audit trail."""
+    async def execute(self, context: AsyncWorkspace, tool: str, arguments: Any) -> ToolOutput:
+        """``context.execute(tool, arguments)``, the tool named to the audit trail (and,
+        with ``audit_reads``, a discovery call that answered recorded as ``searched``)."""
         def run() -> ToolOutput:
             with calling_tool(tool):
                 return context.sync.execute(tool, arguments)
         try:
-            return await context.call(run)
+            output = await context.call(run)
         except Exception as exc:
             return context.failed_output(exc)
+        if tool in _DISCOVERY and self.audit_reads and not output.is_error:
+            subscriber = self._audit_of.get(context)
+            if subscriber is not None:
+                path = arguments.get("path") if isinstance(arguments, dict) else None
+                subscriber.searched(tool, path if isinstance(path, str) else "",
+                                    context.context_id)
+        return output
 
     def close(self) -> None:
         """Close the audit sink (the rooms' workspaces share the default's threads)."""
         if self.audit is not None:
             self.audit.close()
+
+
+def _naming(err: FsError, name: str, root: str) -> FsError:
+    """``err`` with the principal whose root it is about named first."""
+    err.message = f"principal {name!r} (root {root or '.'!r}): {err.message}"
+    return err
