@@ -182,6 +182,12 @@ def test_bench_big_prefix() -> None:
     assert "| streamed" in done.stdout and "whole listing first" in done.stdout, done.stdout
 
 
+def test_bench_auth() -> None:
+    done = run("bench_auth.py", timeout=180)
+    assert_table(done)
+    assert "| JWT seen before (cache hit)" in done.stdout and "| OAuth JWT" in done.stdout
+
+
 def test_bench_merge_processes() -> None:
     done = run("bench_merge_processes.py", timeout=300)  # --tiny: local and S3 (moto)
     assert_table(done)

@@ -101,14 +101,15 @@ class Guards:
             if len(subscribers) == 1 and type(subscribers[0]) is AuditLog:
                 subscribers[0].record(type_, self.context_id, op, path, before, after, why)
                 return None
-            shown = diff() if diff is not None else None
+            shown = diff() if diff is not None and _diff_wanted(subscribers) else None
             return trusted(FsEvent, EVENT_FIELDS_SET | ({"diff"} if shown else set()), {
                 "type": type_, "context_id": self.context_id, "operation": op,
                 "path": path, "version_before": before, "version_after": after,
                 "reason": why, "at": time.time(), "diff": shown})
         return FsEvent(type=type_, context_id=self.context_id, operation=op, path=path,
                        version_before=before, version_after=after, reason=why,
-                       diff=diff() if diff is not None else None)
+                       diff=diff() if diff is not None and _diff_wanted(self.subscribers)
+                       else None)
 
     def _before(self, type_: EventType, op: Operation, target: Target, *,
                 before: FileVersion | None = None, after: FileVersion | None = None,
@@ -308,3 +309,10 @@ def _root_not_a_file(target: Target) -> FsError:
     shown = escape_undecodable(target.display)
     return fs_error("not_a_file", f"{shown} leads to the workspace root, a directory, not "
                     "a file", path=shown)
+
+
+def _diff_wanted(subscribers: list[Subscriber]) -> bool:
+    """Whether a subscriber may read an event's diff: all but those that say they never
+    do (``wants_diff = False``), for whom computing it would be wasted (milliseconds on
+    a large file)."""
+    return any(getattr(s, "wants_diff", True) for s in subscribers)
