@@ -1,4 +1,7 @@
-"""toolfs: read, write and edit tools for AI agents over any fsspec filesystem.
+"""toolfs: file tools for AI agents over any fsspec filesystem.
+
+Six tools, ``read``, ``write`` and ``edit`` to view and change files and ``glob``, ``grep``
+and ``ls`` to find them, plus the opt-in ``notebook_edit`` for Jupyter notebook cells::
 
     ws = toolfs.Workspace("memory://proj")
     ws.write("a.py", "x = 1\n")

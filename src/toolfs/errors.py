@@ -7,6 +7,7 @@ derives from it, so ordinary ``except FileNotFoundError`` code keeps working::
     FsError                                   code
     ├── InvalidArguments  (ValueError)        invalid_arguments
     ├── NotFound          (FileNotFoundError) not_found
+    ├── MissingBucket     (FileNotFoundError) missing_bucket
     ├── NotAFile          (IsADirectoryError) not_a_file
     ├── NotText           (ValueError)        not_text
     ├── TooLarge          (ValueError)        too_large
@@ -34,6 +35,7 @@ from typing import Any, Literal, get_args
 ErrorCode = Literal[
     "invalid_arguments",
     "not_found",
+    "missing_bucket",
     "not_a_file",
     "not_text",
     "too_large",
@@ -53,6 +55,9 @@ ERROR_CODES: frozenset[str] = frozenset(get_args(ErrorCode))
 ADVICE: dict[str, str] = {
     "invalid_arguments": "Fix the arguments and call the tool again.",
     "not_found": "Check the path; create the file with write if it should exist.",
+    "missing_bucket": "The bucket or container of this workspace does not exist, and no "
+                      "tool call can create it: stop retrying and tell the user, who can "
+                      "create it or open the workspace on one that exists.",
     "not_a_file": "Give the path of a file, not a directory.",
     "not_text": "Only UTF-8 text files can be edited; read also shows images (PNG, JPEG, GIF, "
                 "WebP) and PDFs, and no other binary files.",
@@ -221,6 +226,13 @@ class NotFound(_Coded, FileNotFoundError):
     code = "not_found"
 
 
+class MissingBucket(_Coded, FileNotFoundError):
+    """The bucket (S3, GCS) or container (Azure) itself does not exist:
+    ``details["bucket"]`` names it (and ``details["container"]`` on Azure)."""
+
+    code = "missing_bucket"
+
+
 class NotAFile(_Coded, IsADirectoryError):
     code = "not_a_file"
 
@@ -274,8 +286,9 @@ class Unsupported(_Coded, NotImplementedError):
 
 _BY_CODE: dict[str, type[_Coded]] = {
     cls.code: cls
-    for cls in (InvalidArguments, NotFound, NotAFile, NotText, TooLarge, NotObserved, Stale,
-                NoMatch, AmbiguousMatch, OutsideRoot, Denied, BackendError, Unsupported)
+    for cls in (InvalidArguments, NotFound, MissingBucket, NotAFile, NotText, TooLarge,
+                NotObserved, Stale, NoMatch, AmbiguousMatch, OutsideRoot, Denied,
+                BackendError, Unsupported)
 }
 
 
@@ -292,3 +305,27 @@ def fs_error(
 
 def _rebuild(code: ErrorCode, message: str, path: str | None, details: dict[str, Any]) -> FsError:
     return fs_error(code, message, path=path, details=details)
+
+
+# -- optional extras ---------------------------------------------------------------------
+
+PROTOCOL_EXTRAS: dict[str, str] = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs",
+                                   "abfs": "azure", "abfss": "azure", "az": "azure"}
+"""The extra that installs the fsspec filesystem of a URL's protocol."""
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs toolfs's optional ``extra``, released or from a checkout."""
+    return (f"pip install 'toolfs[{extra}]' (from a checkout of toolfs: "
+            f"pip install -e '.[{extra}]')")
+
+
+def missing_extra(extra: str, what: str, exc: ImportError) -> ImportError:
+    """The ``ImportError`` to raise when ``what`` (a part of toolfs) cannot import a
+    module of the optional ``extra``: it names the missing module and the command that
+    installs the extra, whichever of the extra's modules is missing (``raise
+    missing_extra(...) from exc``)."""
+    # The distribution's top-level module ("mcp", not "mcp.types").
+    missing = exc.name.split(".")[0] if exc.name else "a module it needs"
+    return ImportError(f"{what} needs the optional extra {extra!r}, and {missing} is not "
+                       f"installed: {install_hint(extra)}", name=exc.name)

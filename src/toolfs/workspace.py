@@ -1,4 +1,5 @@
-"""``Workspace``: one execution context (one agent) over one root, with the three tools."""
+"""``Workspace``: one execution context (one agent) over one root, with the six tools
+(``read``, ``write``, ``edit``, ``glob``, ``grep``, ``ls``) and the opt-in ``notebook_edit``."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from fsspec.spec import AbstractFileSystem
 from pydantic import ValidationError
 
 from toolfs import deadline
-from toolfs.errors import FsError, fs_error
+from toolfs.errors import PROTOCOL_EXTRAS, FsError, fs_error, install_hint
 from toolfs.policy.events import AuditLog, Subscriber
 from toolfs.policy.filesystem import DIFF_CHARS, PolicyFileSystem
 from toolfs.policy.ledger import LedgerSnapshot
@@ -75,7 +76,7 @@ _OPTIONAL = {name: optional_fields(name) for name in ARGS_MODELS}
 
 
 class Workspace:
-    """The three tools for one agent, confined to one root.
+    """The six tools (and ``notebook_edit``) for one agent, confined to one root.
 
     ``Workspace("memory://proj")``, ``Workspace("/srv/repo")``,
     ``Workspace("s3://bucket/prefix", storage_options={...})`` or
@@ -117,7 +118,8 @@ class Workspace:
                 try:
                     fs, path = url_to_fs(url, **dict(storage_options or {}))
                 except (ImportError, ValueError, TypeError) as exc:
-                    raise fs_error("invalid_arguments", f"cannot open {url}: {exc}") from exc
+                    raise fs_error("invalid_arguments", f"cannot open {url}: {exc}"
+                                   + _extra_hint(url, exc)) from exc
                 if root is not None:
                     path = f"{path.rstrip('/')}/{root.strip('/')}" if root else path
             self.url = url if isinstance(url, str) else f"{type(url).__name__}:{path}"
@@ -349,7 +351,7 @@ class Workspace:
 
 
 class AsyncWorkspace:
-    """The same three tools as coroutines, for async agents and servers.
+    """The same tools as coroutines, for async agents and servers.
 
     Each call runs the synchronous tool on a worker thread; S3 and GCS I/O inside it is
     awaited on fsspec's own event loop. The caller's event loop is never blocked.
@@ -450,6 +452,18 @@ class AsyncWorkspace:
         already running finish."""
         if self._owns_pool:
             self._pool.shutdown()
+
+
+def _extra_hint(url: str, exc: Exception) -> str:
+    """The install command of the extra a URL's protocol needs, when opening it failed
+    for a missing module (fsspec says "Install s3fs to access S3")."""
+    if not isinstance(exc, ImportError):
+        return ""
+    for part in url.split("::"):
+        protocol = part.split("://", 1)[0] if "://" in part else ""
+        if protocol in PROTOCOL_EXTRAS:
+            return f"; {install_hint(PROTOCOL_EXTRAS[protocol])}"
+    return ""
 
 
 class _Workers:

@@ -204,14 +204,14 @@ def test_wrong_credentials_are_denied_and_never_shown(az: AzureBackend) -> None:
     assert not az.exists("a.txt")
 
 
-def test_missing_container_is_not_found_naming_it(az: AzureBackend) -> None:
+def test_missing_container_is_missing_bucket_naming_it(az: AzureBackend) -> None:
     ws = toolfs.Workspace(az.fs, root="no-such-container/ws")
     with pytest.raises(toolfs.FsError) as exc:
         ws.fs.store.check_root()
-    assert exc.value.code == "not_found" and exc.value.details["container"] == (
+    assert exc.value.code == "missing_bucket" and exc.value.details["container"] == (
         "no-such-container")
     out = ws.execute("write", {"file_path": "a.txt", "content": "x"})
-    assert out.error is not None and out.error.code == "not_found"
+    assert out.error is not None and out.error.code == "missing_bucket"
     assert "container no-such-container does not exist" in out.text
 
 

@@ -245,12 +245,12 @@ def test_empty_directory_marker_lists_empty(cloud: Any) -> None:
     assert list(store.list_files(f"{cloud.root}/empty")) == []
 
 
-def test_missing_bucket_is_not_found_naming_it(cloud: Any) -> None:
+def test_missing_bucket_is_missing_bucket_naming_it(cloud: Any) -> None:
     store = store_for(cloud.fs, root="no-such-bucket-here/ws")
     for call in (store.list_files, store.list_dir):
         with pytest.raises(toolfs.FsError) as exc:
             list(call("no-such-bucket-here/ws"))
-        assert exc.value.code == "not_found"
+        assert exc.value.code == "missing_bucket"
         assert exc.value.details.get("bucket") == "no-such-bucket-here"
         assert "no-such-bucket-here" in str(exc.value)
 

@@ -46,20 +46,46 @@ def test_an_object_named_like_the_root_is_not_reachable(s3_backend: Any) -> None
     assert s3_backend.fs.cat_file(s3_backend.root) == b"the prefix object\n"
 
 
+MISSING_BUCKET_CALLS: list[tuple[str, dict[str, object]]] = [
+    ("read", {"file_path": "a.txt"}),
+    ("write", {"file_path": "a.txt", "content": "x"}),
+    ("edit", {"file_path": "a.txt", "old_string": "a", "new_string": "b"}),
+    ("ls", {}),
+    ("ls", {"path": "sub"}),
+    ("glob", {"pattern": "**/*.txt"}),
+    ("glob", {"pattern": "*.txt", "path": "sub"}),
+    ("grep", {"pattern": "x"}),
+    ("grep", {"pattern": "x", "path": "a.txt"}),
+    ("grep", {"pattern": "x", "path": "sub", "output_mode": "content"}),
+]
+
+
 @pytest.mark.parametrize("which", ["s3", "gcs", "azure"])
-def test_a_missing_bucket_is_not_found_naming_it(request: pytest.FixtureRequest,
-                                                 which: str) -> None:
+def test_a_missing_bucket_is_one_error_for_every_tool(request: pytest.FixtureRequest,
+                                                     which: str) -> None:
+    """Every tool, on a root in a bucket (container) that does not exist or on the
+    bucket itself: ``missing_bucket`` naming it, with advice that sends the model to the
+    user rather than into a loop (never "create the file with write", never "retry"),
+    an empty listing never; and ``check_root`` (what a server calls at start) alike."""
     b = request.getfixturevalue(f"{which}_backend")
     b.setup()
-    ws = toolfs.Workspace(b.fs, root="no-such-bucket/prefix")
-    for tool, args in (("read", {}), ("write", {"content": "x"})):
-        out = exec_err(ws, tool, "not_found", file_path="a.txt", **args)
-        noun = "container" if which == "azure" else "bucket"
-        assert f"{noun} no-such-bucket does not exist" in out.text
-        assert "retrying" not in out.text
-    with pytest.raises(toolfs.FsError) as info:
-        ws.fs.store.check_root()
-    assert info.value.code == "not_found" and "no-such-bucket" in info.value.message
+    noun = "container" if which == "azure" else "bucket"
+    for root in ("no-such-bucket/prefix", "no-such-bucket"):
+        ws = toolfs.Workspace(b.fs, root=root)
+        for tool, args in MISSING_BUCKET_CALLS:
+            out = exec_err(ws, tool, "missing_bucket", **args)
+            assert out.error is not None
+            assert out.error.details["bucket"] == "no-such-bucket", out.text
+            assert f"the {noun} no-such-bucket does not exist" in out.text, out.text
+            assert "tell the user" in out.text and "no tool call can create it" in out.text
+            assert "write" not in out.text and "retrying" not in out.text.replace(
+                "stop retrying", ""), out.text
+            assert "scratch" not in out.text and "no-such-bucket/" not in out.text
+        with pytest.raises(toolfs.FsError) as info:
+            ws.check_root()
+        assert info.value.code == "missing_bucket" and isinstance(info.value,
+                                                                  FileNotFoundError)
+        assert f"the {noun} no-such-bucket does not exist" in info.value.message
 
 
 def test_fifos_and_sockets_are_not_files_and_never_block(tmp_path: pathlib.Path) -> None:

@@ -18,6 +18,7 @@ from toolfs.errors import (
 
 BUILTIN_BASE = {
     "invalid_arguments": ValueError, "not_found": FileNotFoundError,
+    "missing_bucket": FileNotFoundError,
     "not_a_file": IsADirectoryError, "not_text": ValueError, "too_large": ValueError,
     "not_observed": PermissionError, "stale": PermissionError, "no_match": ValueError,
     "ambiguous_match": ValueError, "outside_root": PermissionError,

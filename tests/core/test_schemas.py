@@ -113,13 +113,15 @@ def test_unknown_format_is_a_clear_error() -> None:
 
 def test_error_codes_are_pinned() -> None:
     assert {
-        "invalid_arguments", "not_found", "not_a_file", "not_text", "too_large",
+        "invalid_arguments", "not_found", "missing_bucket", "not_a_file", "not_text",
+        "too_large",
         "not_observed", "stale", "no_match", "ambiguous_match", "outside_root", "denied",
         "backend_error", "unsupported"} == toolfs.ERROR_CODES
 
 
 @pytest.mark.parametrize(("code", "builtin"), [
-    ("not_found", FileNotFoundError), ("not_a_file", IsADirectoryError),
+    ("not_found", FileNotFoundError), ("missing_bucket", FileNotFoundError),
+    ("not_a_file", IsADirectoryError),
     ("stale", PermissionError), ("denied", PermissionError),
     ("outside_root", PermissionError), ("invalid_arguments", ValueError),
     ("backend_error", OSError), ("unsupported", NotImplementedError),

@@ -16,6 +16,7 @@ from typing import Any
 
 import fsspec
 import pytest
+from gcsfs.core import GCSFileSystem
 
 from toolfs.integrations.cli import _storage_option, main
 from toolfs.integrations.demo import run_demo
@@ -228,15 +229,84 @@ def test_log_filter_masks_messages_and_tracebacks() -> None:
     assert "RuntimeError: refused: ***" in out and "user:***@example.com" in out
 
 
-def test_serve_without_the_mcp_sdk_says_how_to_install_it() -> None:
-    code = ("import sys; sys.modules['mcp'] = None\n"  # as if the extra were not installed
+@pytest.mark.parametrize("missing", ["anyio", "mcp", "starlette"])
+def test_serve_without_the_mcp_extra_says_how_to_install_it(missing: str) -> None:
+    """Whichever module of the extra is missing (anyio is imported first; it comes with
+    the SDK, not with toolfs), one line names it and the command that installs it."""
+    code = (f"import sys; sys.modules[{missing!r}] = None\n"  # as if it were not installed
             "from toolfs.integrations.cli import main\n"
             "raise SystemExit(main(['serve', 'memory://x']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=False)
     assert done.returncode == 1
-    assert done.stderr == ("toolfs serve: error: the toolfs MCP server needs the MCP SDK: "
-                           "pip install 'toolfs[mcp]'\n")
+    assert done.stderr == (
+        "toolfs serve: error: the toolfs MCP server (toolfs serve) needs the optional extra "
+        f"'mcp', and {missing} is not installed: pip install 'toolfs[mcp]' (from a checkout "
+        "of toolfs: pip install -e '.[mcp]')\n")
+
+
+def test_demo_on_s3_without_the_test_extra_says_how_to_install_it() -> None:
+    code = ("import importlib.util\n"
+            "find = importlib.util.find_spec\n"  # as if moto were not installed
+            "importlib.util.find_spec = lambda n, *a: None if n == 'moto' else find(n, *a)\n"
+            "from toolfs.integrations.cli import main\n"
+            "raise SystemExit(main(['demo', '--backend', 's3']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 1
+    assert done.stderr == ("toolfs demo: error: --backend s3 needs moto to run a local S3 "
+                           "emulator: pip install 'toolfs[test]' (from a checkout of toolfs: "
+                           "pip install -e '.[test]')\n")
+
+
+class _CoreGCSForCLI(GCSFileSystem):  # type: ignore[misc]
+    """gcsfs's core class by a URL of its own: ``gs://`` resolves to gcsfs's extended
+    class, which asks fake-gcs-server for a bucket layout it cannot give."""
+
+    protocol = ("toolfsclitestgcs",)
+
+
+fsspec.register_implementation("toolfsclitestgcs", _CoreGCSForCLI, clobber=True)
+
+
+def _missing_bucket_argv(request: pytest.FixtureRequest, which: str) -> tuple[str, list[str]]:
+    """A URL in a bucket (container) that does not exist on ``which``'s emulator, and
+    the ``-o`` options that reach the emulator."""
+    if which == "s3":
+        url, options = ("s3://toolfs-no-such-bucket/x",
+                        request.getfixturevalue("s3_emulator").s3fs_storage_options())
+    elif which == "gcs":
+        url, options = ("toolfsclitestgcs://toolfs-no-such-bucket/x",
+                        request.getfixturevalue("gcs_emulator").gcsfs_storage_options())
+    else:
+        url, options = ("abfs://toolfs-no-such-bucket/x",
+                        request.getfixturevalue("azure_emulator").adlfs_storage_options())
+    argv: list[str] = []
+    for key, value in options.items():
+        argv += ["-o", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
+    return url, argv
+
+
+@pytest.mark.parametrize("which", ["s3", "gcs", "azure"])
+def test_a_missing_bucket_is_one_line_and_a_failure(capsys: pytest.CaptureFixture[str],
+                                                    request: pytest.FixtureRequest,
+                                                    which: str) -> None:
+    """``toolfs ls`` of a missing bucket is no empty directory: like glob, grep and a
+    server's start, one line naming the bucket and what a person can do, exit 1."""
+    url, options = _missing_bucket_argv(request, which)
+    noun = "container" if which == "azure" else "bucket"
+    for argv in (["ls", url], ["ls", url, "--path", "sub"], ["glob", "*", url],
+                 ["grep", "x", url], ["serve", url]):
+        code, out, err = run(capsys, *argv, *options)
+        assert (code, out) == (1, ""), (argv, out, err)
+        assert err.count("\n") == 1, err
+        assert err.startswith(f"toolfs {argv[0]}: error: [missing_bucket]"), err
+        assert f"the {noun} toolfs-no-such-bucket does not exist" in err, err
+        assert "create it, or use a URL in a" in err, err
+    code, _, err = run(capsys, "ls", url, *options)  # as docs/cli.md shows it
+    assert err == (f"toolfs ls: error: [missing_bucket] (.): the {noun} toolfs-no-such-bucket "
+                   f"does not exist (toolfs never creates {noun}s: create it, or use a URL "
+                   f"in a {noun} that exists)\n")
 
 
 def test_serve_checks_its_root_at_start(capsys: pytest.CaptureFixture[str],

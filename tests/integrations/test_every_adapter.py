@@ -220,8 +220,9 @@ def test_the_readme_integrations_table_matches_the_modules() -> None:
     listed = {module for module, _, _ in rows}
     modules = {p.stem for p in (root / "src/toolfs/integrations").glob("*.py")
                if not p.stem.startswith("_")}
-    # the command line and the demo are the `toolfs` command (docs/cli.md), not adapters
-    assert listed == modules - {"cli", "demo"}
+    # the command line and the demo are the `toolfs` command (docs/cli.md), and the
+    # notebook display registers itself (docs/notebooks.md): not adapters
+    assert listed == modules - {"cli", "demo", "display"}
     named = []
     for module, extra, gives in rows:
         assert extra in extras, (module, extra)
@@ -230,6 +231,63 @@ def test_the_readme_integrations_table_matches_the_modules() -> None:
             assert hasattr(mod, name), (module, name)
             named.append(name)
     assert {"function_tools", "toolset", "tools", "ToolfsBackend"} <= set(named)
+
+
+MISSING_EXTRAS = [
+    # (what is imported or called, the modules missing, the extra that installs them)
+    ("toolfs.integrations.mcp_server", "anyio", "mcp"),
+    ("toolfs.integrations.mcp_server", "mcp", "mcp"),
+    ("toolfs.integrations.mcp_server", "starlette", "mcp"),
+    ("toolfs.integrations.anthropic", "anthropic", "anthropic"),
+    ("toolfs.integrations.openai_agents", "agents", "openai-agents"),
+    ("toolfs.integrations.openai:_result", "agents", "openai-agents"),
+    ("toolfs.integrations.pydantic_ai", "pydantic_ai", "pydantic-ai"),
+    ("toolfs.integrations.langchain", "langchain_core", "langchain"),
+    ("toolfs.integrations.deepagents", "deepagents", "deepagents"),
+    ("toolfs.integrations._langgraph", "langchain_core", "langchain"),
+    ("Workspace:s3://toolfs-bucket/x", "s3fs", "s3"),
+    ("Workspace:gs://toolfs-bucket/x", "gcsfs", "gcs"),
+    ("Workspace:abfs://toolfs-container/x", "adlfs", "azure"),
+]
+
+_MISSING_EXTRA_PROBE = """
+import importlib, json, sys
+what, missing = sys.argv[1], sys.argv[2]
+sys.modules[missing] = None  # as if the extra were not installed
+try:
+    if what.startswith("Workspace:"):
+        import toolfs
+        toolfs.Workspace(what.split(":", 1)[1])
+    elif ":" in what:
+        module, name = what.split(":")
+        getattr(importlib.import_module(module), name)(None)
+    else:
+        importlib.import_module(what)
+except Exception as exc:
+    print(json.dumps({"type": type(exc).__name__, "text": str(exc)}))
+else:
+    print(json.dumps(None))
+"""
+
+
+@pytest.mark.parametrize(("what", "missing", "extra"), MISSING_EXTRAS)
+def test_a_missing_extra_names_the_command_that_installs_it(what: str, missing: str,
+                                                           extra: str) -> None:
+    """Every optional extra: an adapter imported (or a URL opened) without it says which
+    module is missing and how to install the extra, released or from a checkout."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _MISSING_EXTRA_PROBE, what, missing],
+                          capture_output=True, text=True, timeout=120, check=True)
+    failure = json.loads(done.stdout.strip().splitlines()[-1])
+    assert failure is not None, f"{what} worked without {missing}"
+    assert f"pip install 'toolfs[{extra}]'" in failure["text"], failure
+    assert f"pip install -e '.[{extra}]'" in failure["text"], failure
+    if not what.startswith("Workspace:"):
+        assert failure["type"] == "ImportError", failure
+        assert f"{missing} is not installed" in failure["text"], failure
 
 
 def test_agent_contexts_are_bounded_and_keep_the_roots_hooks() -> None:

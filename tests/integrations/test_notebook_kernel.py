@@ -72,8 +72,7 @@ def test_notebook_on_memory_matches_its_saved_outputs(tmp_path: pathlib.Path) ->
 def s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     from toolfs.testing.emulators import S3Emulator
 
-    with S3Emulator() as s3:
-        s3.create_bucket("toolfs-notebook")
+    with S3Emulator() as s3:  # no bucket: the notebook's first cell creates it
         monkeypatch.setenv("TOOLFS_S3_ENDPOINT", s3.endpoint_url)
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -415,35 +417,226 @@ def test_pandas_round_trip_under_the_guard(site: Site, fmt: str) -> None:
     write(df.assign(amount=[11, 21]), url, site.options(context_id=other.context_id))
     theirs = site.get(f"t.{fmt}")
     with pytest.raises(Stale):
-        if fmt == "parquet" and site.protocol == "file":
-            # pyarrow removes a local path whose write failed (see the next test): on
-            # local disk, parquet goes through a file object.
-            with fsspec.open(url, "wb", **options) as f:
-                df.assign(amount=[0, 0]).to_parquet(f, index=False)
-        else:
-            write(df.assign(amount=[0, 0]), url, options)
-    assert site.get(f"t.{fmt}") == theirs  # byte-identical: no partial file
+        write(df.assign(amount=[0, 0]), url, options)
+    assert site.get(f"t.{fmt}") == theirs  # byte-identical: no partial file, not removed
     pd.testing.assert_frame_equal(read(url, options), df.assign(amount=[11, 21]))
     write(df.assign(amount=[12, 22]), url, options)
     pd.testing.assert_frame_equal(read(url, options), df.assign(amount=[12, 22]))
 
 
-def test_pyarrow_removes_a_local_path_whose_write_failed(tmp_path: Any) -> None:
-    """Pinned because the docs warn about it: ``pq.write_table`` (and so
-    ``DataFrame.to_parquet``) given a path calls ``os.remove`` on that path when the write
-    raises, whatever filesystem it was given -- the guard's refusal included. On local
-    disk that removes the file the guard kept; a file object is never removed."""
-    (tmp_path / "t.parquet").write_bytes(b"kept")
-    url = f"toolfs::file://{tmp_path}/t.parquet"
-    options = {"toolfs": {"context_id": f"person-{uuid.uuid4().hex[:8]}"}}
+def test_pyarrow_keeps_a_local_path_whose_write_was_refused(tmp_path: Any) -> None:
+    """``pq.write_table`` (and so ``DataFrame.to_parquet``) given a path calls
+    ``os.remove`` on that path when the write raises, whatever filesystem it was given;
+    on local disk that is the file the guard kept. The refusal keeps it: the removal is
+    refused while the refusal is handled (toolfs.policy.refused_writes), and pyarrow,
+    which ignores that error, raises the guard's. Refused at open (``read_only``), at
+    close (``not_observed``, ``stale``), by pandas and by pyarrow itself."""
+    kept = tmp_path / "t.parquet"
+    kept.write_bytes(b"kept")
+    url = f"toolfs::file://{kept}"
+    person = {"toolfs": {"context_id": f"person-{uuid.uuid4().hex[:8]}"}}
+    reader = {"toolfs": {"context_id": f"reader-{uuid.uuid4().hex[:8]}", "read_only": True}}
     df = pd.DataFrame({"a": [1]})
     try:
-        with pytest.raises(NotObserved), fsspec.open(url, "wb", **options) as f:
-            df.to_parquet(f)
-        assert (tmp_path / "t.parquet").read_bytes() == b"kept"
         with pytest.raises(NotObserved):
-            df.to_parquet(url, storage_options=options)
-        assert not (tmp_path / "t.parquet").exists()  # pyarrow's os.remove, not toolfs
+            df.to_parquet(url, storage_options=person)
+        assert kept.read_bytes() == b"kept"
+        with pytest.raises(PermissionError) as denied:
+            df.to_parquet(url, storage_options=reader)
+        assert getattr(denied.value, "code", None) == "denied"
+        assert kept.read_bytes() == b"kept"
+        fs, path = fsspec.core.url_to_fs(url, **person)
+        assert path == str(kept)
+        with pytest.raises(NotObserved):
+            pq.write_table(pa.table({"a": [1]}), path, filesystem=fs)
+        with pytest.raises(NotObserved):
+            pq.write_table(pa.table({"a": [1]}), path,
+                           filesystem=PyFileSystem(FSSpecHandler(fs)))
+        assert kept.read_bytes() == b"kept"
+        fs.cat_file(path)
+        kept.write_bytes(b"theirs")
+        with pytest.raises(Stale):
+            df.to_parquet(url, storage_options=person)
+        assert kept.read_bytes() == b"theirs"
+        # Once the refusal is handled, the file is the person's to remove.
+        kept.unlink()
+        assert not kept.exists()
+    finally:
+        PolicyFileSystem.clear_instance_cache()
+
+
+def test_a_kept_path_is_kept_only_while_its_refusal_is_handled(tmp_path: Any) -> None:
+    """Removing, truncating, replacing or renaming the file, or removing its directory,
+    is refused inside the ``except``/``finally`` that handles the refusal (or an error
+    raised from it), in that thread; reading it is not, nor another file, nor anything
+    once the refusal is handled."""
+    kept = tmp_path / "d" / "t.csv"
+    kept.parent.mkdir()
+    kept.write_bytes(b"a\n1\n")
+    (tmp_path / "d" / "other.csv").write_bytes(b"x")
+    fs = fsspec.filesystem("toolfs", target_protocol="file",
+                           context_id=f"person-{uuid.uuid4().hex[:8]}")
+    attempts = {
+        "os.remove": lambda: os.remove(kept),
+        "os.unlink": lambda: os.unlink(str(kept)),
+        "open wb": lambda: open(kept, "wb").close(),
+        "open a": lambda: open(kept, "a").close(),
+        "os.open O_TRUNC": lambda: os.close(os.open(kept, os.O_WRONLY | os.O_TRUNC)),
+        "os.truncate": lambda: os.truncate(kept, 0),
+        "os.replace onto": lambda: os.replace(tmp_path / "d" / "other.csv", kept),
+        "os.rename away": lambda: os.rename(kept, tmp_path / "moved.csv"),
+        "shutil.rmtree": lambda: shutil.rmtree(tmp_path / "d"),
+    }
+    try:
+        for name, attempt in attempts.items():
+            try:
+                with fs.open(str(kept), "wb") as f:  # never read: not_observed at close
+                    f.write(b"mine")
+            except NotObserved:
+                with pytest.raises(PermissionError, match="is kept") as refused:
+                    attempt()
+                assert getattr(refused.value, "code", None) == "denied", name
+                with open(kept, "rb") as f:  # reading is fine
+                    assert f.read() == b"a\n1\n"
+                os.stat(tmp_path / "d" / "other.csv")
+            else:
+                pytest.fail("the write was not refused")
+            try:
+                try:
+                    fs.pipe_file(str(kept), b"mine")
+                except NotObserved as err:
+                    raise RuntimeError("wrapped") from err
+            except RuntimeError:
+                with pytest.raises(PermissionError, match="is kept"):
+                    attempt()
+            assert kept.read_bytes() == b"a\n1\n", name
+
+        def elsewhere() -> None:  # another thread handles no refusal
+            os.remove(tmp_path / "d" / "other.csv")
+
+        try:
+            fs.pipe_file(str(kept), b"mine")
+        except NotObserved:
+            with ThreadPoolExecutor(1) as pool:
+                pool.submit(elsewhere).result()
+        assert not (tmp_path / "d" / "other.csv").exists()
+        os.truncate(kept, 0)  # handled: the person may do what they like
+        os.remove(kept)
+    finally:
+        PolicyFileSystem.clear_instance_cache()
+
+
+_HOOK_PROBE = """
+import sys, tempfile, uuid
+import fsspec, toolfs
+from toolfs.errors import FsError
+from toolfs.policy import refused_writes
+where = sys.argv[1]
+d = tempfile.mkdtemp()
+open(d + "/kept.csv", "w").write("a\\n")
+ws = toolfs.Workspace(d, context_id="agent")
+assert ws.execute("write", {"file_path": "kept.csv", "content": "b"}).error.code == "not_observed"
+fsspec.filesystem("memory").pipe("/hook-probe/kept.csv", b"a\\n")
+target = {"memory": ("memory", "/hook-probe/kept.csv"), "local": ("file", d + "/kept.csv")}[where]
+fs = fsspec.filesystem("toolfs", target_protocol=target[0], context_id=uuid.uuid4().hex)
+try:
+    fs.pipe_file(target[1], b"b")
+except FsError:
+    pass
+print(refused_writes._installed)
+"""
+
+
+@pytest.mark.parametrize(("where", "installed"), [("memory", "False"), ("local", "True")])
+def test_only_a_refused_local_write_installs_the_hook(where: str, installed: str) -> None:
+    """The audit hook costs every audited event of the process (docs/benchmarks.md): an
+    agent's refused tool call installs none, nor a refused write whose path is no local
+    file; the first refused write of a local file does."""
+    done = subprocess.run([sys.executable, "-c", _HOOK_PROBE, where], capture_output=True,
+                          text=True, timeout=120, check=True)
+    assert done.stdout.strip().splitlines()[-1] == installed, done.stdout + done.stderr
+
+
+# -- a refused write over a changed file, every library, every backend ----------------
+
+
+def _parquet_bytes(frame: pd.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    return buffer.getvalue()
+
+
+def _duckdb_copy(site: Site, rel: str, frame: pd.DataFrame, fmt: str) -> None:
+    fs = site.fs()
+    con = duckdb.connect()
+    con.register_filesystem(fs)
+    con.register("frame", frame)
+    options = "(format parquet)" if fmt == "parquet" else "(header)"
+    con.sql(f"copy frame to '{fs.unstrip_protocol(site.path(rel))}' {options}")
+
+
+def _polars_file_object(site: Site, rel: str, frame: pd.DataFrame) -> None:
+    with fsspec.open(site.url(rel), "wb", **site.options()) as f:
+        pl.from_pandas(frame).write_parquet(f)
+
+
+WRITERS: dict[str, tuple[str, Any]] = {
+    # library-way: (format, write(site, rel, frame)), each as the docs show it
+    "pandas-parquet": ("parquet", lambda site, rel, frame: frame.to_parquet(
+        site.url(rel), storage_options=site.options(), index=False)),
+    "pandas-csv": ("csv", lambda site, rel, frame: frame.to_csv(
+        site.url(rel), storage_options=site.options(), index=False)),
+    "polars-file-object": ("parquet", _polars_file_object),
+    "polars-use-pyarrow": ("parquet", lambda site, rel, frame: pl.from_pandas(
+        frame).write_parquet(site.path(rel), use_pyarrow=True,
+                             pyarrow_options={"filesystem": site.fs()})),
+    "duckdb-parquet": ("parquet", lambda site, rel, frame: _duckdb_copy(
+        site, rel, frame, "parquet")),
+    "duckdb-csv": ("csv", lambda site, rel, frame: _duckdb_copy(site, rel, frame, "csv")),
+    "pyarrow-fsspec": ("parquet", lambda site, rel, frame: pq.write_table(
+        pa.Table.from_pandas(frame, preserve_index=False), site.path(rel),
+        filesystem=site.fs())),
+    "pyarrow-fsspec-handler": ("parquet", lambda site, rel, frame: pq.write_table(
+        pa.Table.from_pandas(frame, preserve_index=False), site.path(rel),
+        filesystem=PyFileSystem(FSSpecHandler(site.fs())))),
+}
+
+
+@pytest.mark.parametrize("library", sorted(WRITERS))
+def test_a_refused_write_keeps_the_other_writers_bytes(sync_backend: Backend,
+                                                       library: str) -> None:
+    """The person's write over a file another writer changed since the person's read is
+    refused, and the other writer's bytes stay, byte for byte: not removed (pyarrow's
+    ``os.remove`` of the path it was writing), not truncated, not replaced. A delete of
+    the file right after (a library cleaning up through the filesystem) is refused too;
+    after a read, the write lands."""
+    site = person_site(sync_backend)
+    fmt, write = WRITERS[library]
+    rel = f"kept/{library}.{fmt}"
+    mine = pd.DataFrame({"region": ["north", "south"], "amount": [10, 20]})
+    theirs_frame = mine.assign(amount=[11, 21])
+    theirs = (_parquet_bytes(theirs_frame) if fmt == "parquet"
+              else theirs_frame.to_csv(index=False).encode())
+    try:
+        write(site, rel, mine)  # a create: this context knows the version it wrote
+        site.put(rel, theirs)  # another writer replaces it
+        with pytest.raises((Stale, duckdb.Error)) as refused:
+            write(site, rel, mine.assign(amount=[0, 0]))
+        assert "changed since" in str(refused.value)
+        assert site.get(rel) == theirs
+        if isinstance(sync_backend, LocalBackend):
+            with open(site.path(rel), "rb") as f:
+                assert f.read() == theirs
+        fs = site.fs()
+        with pytest.raises(Stale) as delete:
+            fs.rm(site.path(rel))
+        assert delete.value.details.get("refused_write") is True
+        assert site.get(rel) == theirs
+        fs.cat_file(site.path(rel))  # a read: now the person replaces it knowingly
+        write(site, rel, mine.assign(amount=[12, 22]))
+        assert site.get(rel) != theirs
+        fs.rm(site.path(rel))  # and may delete it
+        assert not fs.exists(site.path(rel))
     finally:
         PolicyFileSystem.clear_instance_cache()
 
@@ -538,8 +731,6 @@ def test_pyarrow_parquet_and_datasets(site: Site) -> None:
     pq.read_table(site.path("pa/a.parquet"), filesystem=other_arrow)
     pq.write_table(table.slice(0, 1), site.path("pa/a.parquet"), filesystem=other_arrow)
     theirs = site.get("pa/a.parquet")
-    # Through an output stream: pq.write_table given a path would os.remove a local one
-    # on failure (test_pyarrow_removes_a_local_path_whose_write_failed).
     with pytest.raises(Stale), arrow.open_output_stream(site.path("pa/a.parquet")) as out:
         pq.write_table(table, out)
     assert site.get("pa/a.parquet") == theirs

@@ -96,6 +96,12 @@ def test_bench_requests() -> None:
         assert f"{backend} | edit after read |" in done.stdout, done.stdout
 
 
+def test_bench_refused_writes() -> None:
+    done = run("bench_refused_writes.py")
+    assert_table(done)
+    assert "| id() (an audited builtin) " in done.stdout, done.stdout
+
+
 def test_bench_dataframes() -> None:
     done = run("bench_dataframes.py")
     assert_table(done)

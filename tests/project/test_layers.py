@@ -216,7 +216,7 @@ def f():
     from .. import integrations
     from toolfs import Workspace as W
     import importlib; importlib.import_module("toolfs.integrations.cli")
-    import toolfs.formats.text
+    import toolfs.text
 '''
     fake = tmp_path / "events.py"
     fake.write_text(source)

@@ -69,6 +69,7 @@ from toolfs.backends.objectstore import (
     Read,
     Refused,
     hidden_resends_off,
+    missing_bucket,
 )
 from toolfs.errors import FsError, fs_error
 from toolfs.versions import FileVersion
@@ -358,8 +359,7 @@ def _translate(exc: BaseException, path: str, container: str) -> FsError:
         return exc
     status, code = _status(exc), _code(exc)
     if code == "ContainerNotFound":
-        return fs_error("not_found", f"the container {container} does not exist",
-                        path=path, details={"bucket": container, "container": container})
+        return missing_bucket("container", container, path)
     if status == 404:
         return fs_error("not_found", f"{path} does not exist", path=path)
     if status == 412 or code in _CONDITION_CODES:

@@ -179,6 +179,8 @@ def _probe_explained(store: Store, where: str) -> str | None:
     try:
         return probe(store, name)
     except FsError as err:
+        if err.code == "missing_bucket":
+            raise  # the bucket itself is missing: that is the answer, not the probe
         code = "backend_error" if err.code == "stale" else err.code
         message = err.message.replace(name, "the scratch object")
         out = fs_error(code, "checking that the store honours conditional writes (with a "

@@ -117,6 +117,15 @@ class Unsatisfiable(Exception):
 Verb = Literal["read", "write", "delete", "list"]
 
 
+def missing_bucket(word: str, bucket: str, path: str) -> FsError:
+    """``missing_bucket``: the bucket (``word``: "bucket", "container") itself does not
+    exist. One wording for every tool, the CLI and a server's start, saying what a person
+    can do; ``details["bucket"]`` (and ``details[word]``) names it."""
+    return fs_error("missing_bucket", f"the {word} {bucket} does not exist (toolfs never "
+                    f"creates {word}s: create it, or use a URL in a {word} that exists)",
+                    path=path, details={"bucket": bucket, word: bucket})
+
+
 class ObjectStore(AsyncStore):
     """The shared semantics of object stores; subclasses supply the requests."""
 
@@ -134,7 +143,7 @@ class ObjectStore(AsyncStore):
 
     @abstractmethod
     async def _check_bucket(self, bucket: str, path: str) -> None:
-        """Raise ``not_found`` (:meth:`_no_bucket`) if the bucket does not exist."""
+        """Raise ``missing_bucket`` (:meth:`_no_bucket`) if the bucket does not exist."""
 
     @abstractmethod
     async def _head(self, bucket: str, key: str, path: str) -> Head | None:
@@ -207,10 +216,7 @@ class ObjectStore(AsyncStore):
         return str(self.fs._strip_protocol(path)) if "://" in path else path.lstrip("/")
 
     def _no_bucket(self, bucket: str, path: str) -> FsError:
-        # "bucket" is the key the policy looks for (a missing bucket is not a missing file).
-        word = self.bucket_word
-        return fs_error("not_found", f"the {word} {bucket} does not exist", path=path,
-                        details={"bucket": bucket, word: bucket})
+        return missing_bucket(self.bucket_word, bucket, path)
 
     def check_root(self) -> None:
         path = self.root or ""

@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
-from langchain_core.runnables.config import ensure_config
+from toolfs.errors import missing_extra
+
+try:
+    from langchain_core.runnables.config import ensure_config
+except ImportError as exc:
+    raise missing_extra("langchain", "toolfs's LangGraph support", exc) from exc
 
 
 def agent_key() -> tuple[str, str] | None:

@@ -25,9 +25,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from anthropic.lib.tools import BetaAsyncFunctionTool, BetaFunctionTool, ToolError
+from toolfs.errors import FsError, fs_error, missing_extra
 
-from toolfs.errors import FsError, fs_error
+try:
+    from anthropic.lib.tools import BetaAsyncFunctionTool, BetaFunctionTool, ToolError
+except ImportError as exc:
+    raise missing_extra("anthropic", "toolfs.integrations.anthropic", exc) from exc
+
 from toolfs.integrations._anthropic_editor import AsyncTextEditor, TextEditor
 from toolfs.integrations._anthropic_input import _line_number
 from toolfs.integrations._anthropic_memory import AsyncMemoryTool, MemoryTool

@@ -92,8 +92,8 @@ def _parser() -> argparse.ArgumentParser:
     from toolfs import __version__
 
     parser = _Parser(prog="toolfs", description=(
-        "read, write and edit tools for AI agents over any fsspec filesystem, with "
-        "stale-write protection."))
+        "file tools for AI agents (read, write, edit, glob, grep, ls; notebook_edit on "
+        "request) over any fsspec filesystem, with stale-write protection."))
     parser.add_argument("--version", action="version", version=f"toolfs {__version__}")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", required=True,
                                 parser_class=_Parser)
@@ -311,7 +311,7 @@ def _discover(args: argparse.Namespace) -> int:
             arguments["head_limit"] = args.head_limit
     output = workspace.execute(args.name, arguments)
     if output.is_error:  # one line on stderr, exit 1, as every other failure
-        raise RuntimeError(output.text.splitlines()[0])
+        raise RuntimeError(output.text.splitlines()[0].removeprefix("Error "))
     print(output.text)
     return 0
 

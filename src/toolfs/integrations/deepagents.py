@@ -82,6 +82,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from toolfs.errors import missing_extra
+
 try:
     from deepagents.backends import utils as _da_utils
     from deepagents.backends.protocol import (
@@ -101,8 +103,7 @@ try:
     )
     from deepagents.backends.utils import InvalidGlobPatternError, compile_grep_include_glob
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("toolfs.integrations.deepagents needs Deep Agents: "
-                      "pip install 'toolfs[deepagents]'") from exc
+    raise missing_extra("deepagents", "toolfs.integrations.deepagents", exc) from exc
 
 from toolfs import tools as _tools
 from toolfs.errors import FsError, fs_error

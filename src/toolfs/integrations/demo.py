@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TextIO
 
+from toolfs.errors import install_hint
 from toolfs.policy.events import AuditLog
 from toolfs.workspace import Workspace
 
@@ -133,7 +134,7 @@ def _root(backend: Backend) -> Iterator[_Root]:
         missing = [m for m in ("moto", "s3fs") if importlib.util.find_spec(m) is None]
         if missing:
             raise RuntimeError(f"--backend s3 needs {' and '.join(missing)} to run a local S3 "
-                               "emulator: pip install 'toolfs[test]'")
+                               f"emulator: {install_hint('test')}")
         from toolfs.testing.emulators import S3Emulator
 
         with S3Emulator() as s3:

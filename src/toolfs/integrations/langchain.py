@@ -32,11 +32,12 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from toolfs.errors import missing_extra
+
 try:
     from langchain_core.tools import StructuredTool, ToolException
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("toolfs.integrations.langchain needs LangChain: "
-                      "pip install 'toolfs[langchain]'") from exc
+    raise missing_extra("langchain", "toolfs.integrations.langchain", exc) from exc
 
 from toolfs.errors import FsError, fs_error
 from toolfs.integrations._contexts import AgentContexts

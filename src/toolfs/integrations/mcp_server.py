@@ -40,11 +40,13 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
-import anyio
 from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import models_json_schema
 
-try:
+from toolfs.errors import missing_extra
+
+try:  # every module of the `mcp` extra (anyio and starlette come with the SDK)
+    import anyio
     import mcp.types as types
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
@@ -54,8 +56,7 @@ try:
     from starlette.responses import JSONResponse
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 except ImportError as exc:
-    raise ImportError("the toolfs MCP server needs the MCP SDK: pip install 'toolfs[mcp]'"
-                      ) from exc
+    raise missing_extra("mcp", "the toolfs MCP server (toolfs serve)", exc) from exc
 
 from toolfs import __version__
 from toolfs.errors import ErrorCode, FsError

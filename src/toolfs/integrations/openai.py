@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from toolfs.errors import FsError, fs_error
+from toolfs.errors import FsError, fs_error, missing_extra
 from toolfs.formats.notebook import NotANotebook, Notebook, is_notebook_path, validate_notebook_text
 from toolfs.formats.notebook import parse as parse_notebook
 from toolfs.formats.text import decode
@@ -505,7 +505,11 @@ def apply_patch_text(ws: Workspace, patch: str, *, require_read: bool = True) ->
 
 
 def _result(output: ToolOutput) -> ApplyPatchResult:
-    from agents.editor import ApplyPatchResult
+    try:
+        from agents.editor import ApplyPatchResult
+    except ImportError as exc:
+        raise missing_extra("openai-agents", "the apply_patch editor's SDK results",
+                            exc) from exc
 
     return ApplyPatchResult(status="failed" if output.is_error else "completed",
                             output=output.text)

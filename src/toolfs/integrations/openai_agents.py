@@ -32,16 +32,20 @@ import functools
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any
 
-from agents import (
-    FunctionTool,
-    RunContextWrapper,
-    ToolOutputImage,
-    ToolOutputText,
-    ToolTimeoutError,
-)
-from agents.tool_context import ToolContext
+from toolfs.errors import fs_error, missing_extra
 
-from toolfs.errors import fs_error
+try:
+    from agents import (
+        FunctionTool,
+        RunContextWrapper,
+        ToolOutputImage,
+        ToolOutputText,
+        ToolTimeoutError,
+    )
+    from agents.tool_context import ToolContext
+except ImportError as exc:
+    raise missing_extra("openai-agents", "toolfs.integrations.openai_agents", exc) from exc
+
 from toolfs.integrations._contexts import AgentContexts
 from toolfs.integrations._timeouts import timed_out
 from toolfs.render import ToolOutput, render_output

@@ -33,12 +33,23 @@ import json
 from collections.abc import Sequence
 from typing import Any, Literal, TypeVar
 
-from pydantic_ai import BinaryContent, FunctionToolset, RunContext, Tool, ToolFailed, ToolReturn
-from pydantic_ai.tools import ToolDefinition
-from pydantic_ai.toolsets import ToolsetTool
-from pydantic_ai.toolsets.function import FunctionToolsetTool
+from toolfs.errors import FsError, fs_error, missing_extra
 
-from toolfs.errors import FsError, fs_error
+try:
+    from pydantic_ai import (
+        BinaryContent,
+        FunctionToolset,
+        RunContext,
+        Tool,
+        ToolFailed,
+        ToolReturn,
+    )
+    from pydantic_ai.tools import ToolDefinition
+    from pydantic_ai.toolsets import ToolsetTool
+    from pydantic_ai.toolsets.function import FunctionToolsetTool
+except ImportError as exc:
+    raise missing_extra("pydantic-ai", "toolfs.integrations.pydantic_ai", exc) from exc
+
 from toolfs.integrations._contexts import AgentContexts
 from toolfs.integrations._timeouts import timed_out
 from toolfs.render import ToolOutput, render_output

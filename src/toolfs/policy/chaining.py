@@ -26,7 +26,7 @@ from fsspec.config import apply_config
 from fsspec.spec import AbstractFileSystem
 from fsspec.utils import tokenize
 
-from toolfs.errors import fs_error
+from toolfs.errors import PROTOCOL_EXTRAS, fs_error, install_hint
 from toolfs.policy.rules import Policy
 
 __all__ = ["CHAINED_URLS", "ChainedBase", "OneContextPerOptions", "policy_option",
@@ -104,8 +104,10 @@ def target_filesystem(target_protocol: str, target_options: Mapping[str, Any] | 
     try:
         made: AbstractFileSystem = filesystem(target_protocol, **dict(target_options or {}))
     except (ImportError, ValueError) as exc:
+        extra = PROTOCOL_EXTRAS.get(target_protocol) if isinstance(exc, ImportError) else None
+        hint = f"; {install_hint(extra)}" if extra else ""
         raise fs_error("invalid_arguments",
-                       f"cannot open the {target_protocol} filesystem: {exc}") from exc
+                       f"cannot open the {target_protocol} filesystem: {exc}{hint}") from exc
     return made
 
 

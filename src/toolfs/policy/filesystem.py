@@ -64,11 +64,18 @@ from toolfs.policy.chaining import (
 from toolfs.policy.content_cache import DEFAULT_CACHE_BYTES, shared_cache
 from toolfs.policy.events import Operation, Subscriber
 from toolfs.policy.forwarding import Forwarding
-from toolfs.policy.handles import ObservedFile, PendingWrite, _CommitOnClose, _TextCommitOnClose
+from toolfs.policy.handles import (
+    ObservedFile,
+    PendingWrite,
+    _CommitOnClose,
+    _TextCommitOnClose,
+    target_names,
+)
 from toolfs.policy.ledger import Ledger
 from toolfs.policy.listings import Found, Listings
 from toolfs.policy.observe_commit import DIFF_CHARS, Commit, ObserveCommit
 from toolfs.policy.paths import Jail, Target
+from toolfs.policy.refused_writes import keep
 from toolfs.policy.rules import Policy, deny_matcher
 from toolfs.versions import FileVersion
 
@@ -256,14 +263,29 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
             if kwargs.get("intent") == "edit":
                 return self.open_for_edit(path)
             return self.open_observed(path)
-        if mode == "wb":
-            return _CommitOnClose(self.prepare_write(path))
-        if mode == "xb":
-            pending = self.prepare_write(path, create_only=True)
-            self._refuse_existing(pending._target)  # at open, as open(path, "x") does
+        if mode in ("wb", "xb"):
+            try:
+                pending = self.prepare_write(path, create_only=mode == "xb")
+                if mode == "xb":
+                    self._refuse_existing(pending._target)  # at open, as open(path, "x")
+            except Exception as err:
+                # A library that cleans up after a failed open removes the path it gave.
+                keep(err, self._kept_names(path))
+                raise
             return _CommitOnClose(pending)
         raise fs_error("unsupported", f"mode {mode!r} is not supported; use rb, wb or xb",
                        path=path)
+
+    def _kept_names(self, path: str) -> list[str]:
+        """The names a writer may know the file of a refused write by: the path it gave,
+        the wrapped filesystem's (on local disk: the file itself) and the display path
+        (see :mod:`toolfs.policy.refused_writes`)."""
+        names = [path, self._strip_protocol(path)] if isinstance(path, str) else []
+        try:
+            target = self.resolve(path)
+        except Exception:  # a path the jail refuses: the names given are all there is
+            return names
+        return [*names, *target_names(self, target)]
 
     def open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
         """Open a file: ``rb`` observes, ``wb``/``xb`` commit on close; text modes wrap.
@@ -412,8 +434,13 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
 
         ``mode="create"`` refuses to replace an existing file whatever was observed.
         """
-        pending = self.prepare_write(path, operation=operation, create_only=mode == "create")
-        return pending.commit(bytes(value))
+        try:
+            pending = self.prepare_write(path, operation=operation,
+                                         create_only=mode == "create")
+            return pending.commit(bytes(value))
+        except Exception as err:
+            keep(err, self._kept_names(path))
+            raise
 
     def write_bytes(self, path: str, value: bytes, **kwargs: Any) -> Commit:
         return self.pipe_file(path, value, **kwargs)
@@ -535,6 +562,8 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
                 err = fs_error("stale", f"{target.display} was created since you saw it "
                                "absent; read it before deleting it", path=target.display)
             raise self._fail(err, target, "delete")
+        elif self.ledger.write_refused(target.backend_path):
+            raise self._fail(_refused_then_deleted(target), target, "delete")
         else:
             mode = Update(obs.version)
         self._delete(target, mode)
@@ -620,6 +649,9 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
         unread = [] if self.policy is None else [
             t.display for t in targets
             if (obs := seen[t.backend_path]) is None or obs.version is None]
+        refused = [t for t in targets if self.ledger.write_refused(t.backend_path)]
+        if refused and self.policy is not None:
+            raise self._fail(_refused_then_deleted(refused[0]), target, "delete")
         if unread:
             listed = ", ".join(unread[:5]) + (f" and {len(unread) - 5} more"
                                               if len(unread) > 5 else "")
@@ -700,6 +732,17 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
     def __repr__(self) -> str:
         return (f"PolicyFileSystem({type(self.fs).__name__}, root={self.jail.root!r}, "
                 f"context_id={self.context_id!r})")
+
+
+def _refused_then_deleted(target: Target) -> FsError:
+    """A delete right after a refused write of the same file (and no read since): what a
+    library cleaning up after its failed write does. The refusal counted as a read when
+    it showed the whole change, but the file holds another writer's change that this
+    context never chose to remove."""
+    return fs_error("stale", f"a write to {target.display} was just refused because "
+                    "someone else changed it, and the file keeps their change; deleting "
+                    "it now would remove that change. Read it again before deleting it",
+                    path=target.display, details={"refused_write": True})
 
 
 def _copy_blocks(src: ObservedFile, out: Any) -> None:

@@ -213,7 +213,8 @@ class Guards:
     def _fail(self, err: FsError, target: Target, op: Operation) -> FsError:
         """Attach the display path and emit ``fs/denied`` for a refused operation."""
         err.path = target.display
-        err.message = err.message.replace(target.backend_path, target.display)
+        if err.code != "missing_bucket":  # its message names the bucket, which is no path
+            err.message = err.message.replace(target.backend_path, target.display)
         if isinstance(err.details.get("file"), str):
             # An adapter names the part of the path that is a file by its backend path.
             shown = self.jail.display_of(err.details["file"])
@@ -221,6 +222,10 @@ class Guards:
             err.details["file"] = shown
         if err.code in ("stale", "not_observed", "denied"):
             self._notify("fs/denied", op, target, reason=f"{err.code}: {err.message}")
+        if err.code in ("stale", "not_observed") and op in ("write", "edit"):
+            # Another writer's change is there: a delete that follows (a library
+            # cleaning up after its failed write) must not remove it (rm_file).
+            self.ledger.note_refused_write(target.backend_path)
         if err.details.get("outcome") == "unknown":
             # A change cut off by the deadline may still land: what this context saw of
             # the file no longer says what is there, so the next update reads it again.

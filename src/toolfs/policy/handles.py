@@ -21,6 +21,7 @@ from toolfs.policy.commits import Commit, Committer, Rebase
 from toolfs.policy.events import Operation
 from toolfs.policy.paths import Target
 from toolfs.policy.people import for_people
+from toolfs.policy.refused_writes import keep
 from toolfs.versions import FileVersion
 
 
@@ -154,6 +155,16 @@ class ObservedFile(io.RawIOBase):
         return b"".join(parts)
 
 
+def target_names(owner: Committer, target: Target) -> list[str]:
+    """The local names a writer may know ``target`` by: the wrapped filesystem's path
+    (on local disk, the file), the display path and, for a filesystem made from a
+    URL, the path it names files by."""
+    names = [target.backend_path, target.display]
+    if owner.absolute_paths:
+        names.append(owner.jail.join(target.display))
+    return names
+
+
 class PendingWrite:
     """A write whose condition was fixed when it started (see
     :meth:`PolicyFileSystem.prepare_write`); :meth:`commit` stores on that condition."""
@@ -201,8 +212,13 @@ class _CommitOnClose(io.BytesIO):
             if not self._abandoned:
                 try:
                     self.commit = self._pending.commit(data)
-                except FsError as err:  # a person's write (pandas, DuckDB...): their words
-                    raise for_people(err, self._pending) from err.__cause__
+                except Exception as err:
+                    # The library that wrote may remove the path it gave when this
+                    # raises: the refusal keeps it (toolfs.policy.refused_writes).
+                    keep(err, target_names(self._pending._owner, self._pending._target))
+                    if isinstance(err, FsError):  # a person's write (pandas...): their words
+                        raise for_people(err, self._pending) from err.__cause__
+                    raise
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

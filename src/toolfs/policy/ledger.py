@@ -49,6 +49,7 @@ class Ledger:
         self._obs: dict[str, Observation] = {}
         self._cache: OrderedDict[str, tuple[FileVersion, bytes]] = OrderedDict()
         self._cached_total = 0
+        self._refused: set[str] = set()
         self._lock = threading.Lock()
 
     def get(self, key: str) -> Observation | None:
@@ -87,6 +88,7 @@ class Ledger:
     def _keep(self, key: str, obs: Observation, content: bytes | None) -> None:
         """Store ``obs`` and its bytes (the lock held)."""
         self._obs[key] = obs
+        self._refused.discard(key)  # a read or a write since: no longer just refused
         old = self._cache.pop(key, None)  # _drop, written out
         if old is not None:
             self._cached_total -= len(old[1])
@@ -96,6 +98,17 @@ class Ledger:
             self._cached_total += len(content)
             while self._cached_total > self.cache_bytes:
                 self._drop(next(iter(self._cache)))
+
+    def note_refused_write(self, key: str) -> None:
+        """A write of ``key`` was just refused (``stale``, ``not_observed``): until this
+        context reads or writes it again, :meth:`write_refused` says so."""
+        with self._lock:
+            self._refused.add(key)
+
+    def write_refused(self, key: str) -> bool:
+        """Whether the last thing this context did with ``key`` was a refused write."""
+        with self._lock:
+            return key in self._refused
 
     def forget(self, key: str) -> None:
         """Forget what was observed of ``key`` (a change whose outcome is unknown: the

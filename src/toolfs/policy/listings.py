@@ -11,6 +11,7 @@ listed file is a :class:`Found`.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -105,7 +106,14 @@ class Listings(Guards):
         check = bool(self.deny)
         new, fill = object.__new__, _fill_found
         listed_count = 0
-        for entry in self.store.list_files(listed, sizes=sizes):
+        entries = iter(self.store.list_files(listed, sizes=sizes))
+        try:  # a missing bucket is met by the first page: named as this context names it
+            first = next(entries, None)
+        except FsError as err:
+            if err.code == "missing_bucket":
+                raise self._fail(err, target, "read") from err.__cause__
+            raise
+        for entry in itertools.chain(() if first is None else (first,), entries):
             if entry.kind != "file":
                 continue
             listed_count += 1

@@ -1,4 +1,6 @@
-"""The three tools as plain functions over a :class:`~toolfs.policy.PolicyFileSystem`.
+"""``read``, ``write`` and ``edit`` as plain functions over a
+:class:`~toolfs.policy.PolicyFileSystem` (the other three of the six tools, ``glob``,
+``grep`` and ``ls``, are in :mod:`toolfs.tools.search`).
 
 The tools import no backend: they call ``open``/``pipe_file`` on the policy filesystem,
 whose contract (see :mod:`toolfs.policy.filesystem`) supplies versions and enforces the

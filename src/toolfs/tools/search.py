@@ -537,6 +537,8 @@ def _grep_one(fs: PolicyFileSystem, path: str | None, base: str,
         if isinstance(outcome, FsError):
             if outcome.code == "not_found":
                 raise fs._not_found(target, outcome)
+            if outcome.code == "missing_bucket":
+                raise fs._fail(outcome, target, "read")
             return search.result()  # a directory without files
         if outcome.size > fs.size_cap:
             search.skip("too_large")
