@@ -181,9 +181,15 @@ def served(issuer: OAuthIssuer, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 
 @asynccontextmanager
-async def bearer_client(url: str, token: str) -> AsyncIterator[Client]:
-    """The official MCP client over streamable HTTP with ``token``."""
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http, \
+async def bearer_client(url: str, token: str, *,
+                        context: str | None = None) -> AsyncIterator[Client]:
+    """The official MCP client over streamable HTTP with ``token`` (the 2026-07-28
+    protocol, the client's choice), naming its ``context`` (``toolfs-context``) if given:
+    without one, every client of a principal is one context."""
+    headers = {"Authorization": f"Bearer {token}"}
+    if context is not None:
+        headers["toolfs-context"] = context
+    async with httpx2.AsyncClient(headers=headers) as http, \
             Client(streamable_http_client(url, http_client=http)) as client:
         yield client
 

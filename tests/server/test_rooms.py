@@ -148,8 +148,8 @@ async def test_every_change_is_one_audit_line_without_content_or_tokens(
                                                     "path": "a"})) is None
         assert _code(await alice.call_tool("edit", {
             "file_path": "a/b/c.txt", "old_string": "c", "new_string": "C was here"})) is None
-    async with bearer_client(served.url, token) as other_session:
-        # A change from a session that never read the file: refused, and recorded so.
+    async with bearer_client(served.url, token, context="another agent") as other_session:
+        # A change from a context that never read the file: refused, and recorded so.
         refused = await other_session.call_tool("edit", {
             "file_path": "a/b/c.txt", "old_string": "C", "new_string": "D"})
         assert _code(refused) == "not_observed"
@@ -199,7 +199,7 @@ async def test_parallel_sessions_each_get_their_audit_lines(served: Served) -> N
     token = served.token("bob", client_id="swarm")
 
     async def agent(n: int) -> None:
-        async with bearer_client(served.url, token) as client:
+        async with bearer_client(served.url, token, context=f"agent-{n}") as client:
             out = await client.call_tool("write", {"file_path": f"swarm/{n}.txt",
                                                    "content": f"{n}\n"})
             assert _code(out) is None, _text(out)
@@ -268,8 +268,8 @@ async def test_each_principal_has_its_own_on_stale(served: Served, who: str,
     refuses it (the server's default)."""
     token = served.token(who)
     path = f"merge-{who}.txt"
-    async with bearer_client(served.url, token) as first, \
-            bearer_client(served.url, token) as second:
+    async with bearer_client(served.url, token, context="first") as first, \
+            bearer_client(served.url, token, context="second") as second:
         assert _code(await first.call_tool("write", {
             "file_path": path, "content": "one\ntwo\nthree\n"})) is None
         assert _code(await second.call_tool("read", {"file_path": path})) is None

@@ -190,6 +190,16 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-sessions", type=int, default=None, metavar="N",
                        help="HTTP: most MCP sessions open at once (default: 64); each keeps "
                        "a ledger and a content cache")
+    serve.add_argument("--ledger", metavar="URL", default=None,
+                       help="HTTP: keep what each context observed in this object-store "
+                       "directory (opened with the -o options), so that several replicas "
+                       "behind a load balancer serve any call of a context; the served URL "
+                       "itself puts it in a hidden .toolfs-ledger directory there")
+    serve.add_argument("--sticky", action="store_true",
+                       help="with --ledger: the balancer sends each context to one replica "
+                       "(sticky routing), so a replica answers from its own copy of the "
+                       "context's observations and checks the ledger only when a change "
+                       "is refused (a read or an edit then adds one ledger request)")
     serve.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                        help="each tool call ends by then, every request and retry in it "
                        f"(default: {DEFAULT_TIMEOUT:g}; 'none': no deadline)")
@@ -321,6 +331,11 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError("--max-sessions applies to --transport http only")
     if args.max_sessions is not None and args.max_sessions < 1:
         raise UsageError("--max-sessions must be at least 1")
+    if args.transport == "stdio" and args.ledger is not None:
+        raise UsageError("--ledger applies to --transport http only")
+    if args.sticky and args.ledger is None:
+        raise UsageError("--sticky needs --ledger (without it, each replica keeps its own "
+                         "observations: route each context to one replica)")
 
     from toolfs.integrations.mcp_server import (
         DEFAULT_MAX_SESSIONS,
@@ -335,11 +350,14 @@ def _serve(args: argparse.Namespace) -> int:
         except ValueError as exc:
             source = "--token" if args.token else TOKEN_ENV
             raise UsageError(f"{source}: {exc}") from None
+    from toolfs.integrations.contexts import ServerContexts
     from toolfs.policy.rules import Policy
-    from toolfs.workspace import Workspace
+    from toolfs.workspace import AsyncWorkspace, Workspace
 
+    ledger, hidden = (None, ()) if args.ledger is None else \
+        _open_ledger(args.url, args.root, args.ledger, options, sticky=args.sticky)
     workspace = Workspace(args.url, options or None, root=args.root,
-                          read_only=args.read_only, deny=tuple(args.deny),
+                          read_only=args.read_only, deny=(*args.deny, *hidden),
                           policy=Policy(on_stale=args.on_stale),
                           trust_conditions=args.trust_conditions, timeout=args.timeout)
     workspace.check_root()  # a missing bucket is said now, not on every call
@@ -348,9 +366,12 @@ def _serve(args: argparse.Namespace) -> int:
         if args.server_setup is None:
             raise UsageError("--auth-issuer, --principals and --audit need toolfs.server: run "
                              "the toolfs command or python -m toolfs")
+        # The principals' rooms hide the ledger as the server's root does.
+        args.deny = [*args.deny, *hidden]
         rooms, auth = args.server_setup(args, workspace, options, token)
-    served = workspace if rooms is None else rooms.default
-    server = ToolfsMCP(served, redact=redact, tools=args.tools, rooms=rooms)
+    served = AsyncWorkspace(workspace) if rooms is None else rooms.default
+    server = ToolfsMCP(served, redact=redact, tools=args.tools, rooms=rooms,
+                       contexts=ServerContexts(served, ledger=ledger))
     try:
         with _log_to_stderr(redact):
             if args.transport == "stdio":
@@ -377,6 +398,29 @@ def _serve(args: argparse.Namespace) -> int:
         if rooms is not None:
             rooms.close()
     return 0
+
+
+def _open_ledger(url: str, root: str | None, ledger_url: str, options: dict[str, Any], *,
+                 sticky: bool = False) -> tuple[Any, tuple[str, ...]]:
+    """``--ledger``: the ledger's store, and the deny rules that hide it from the tools
+    when it lies inside the served root (the root itself: its ``.toolfs-ledger``)."""
+    from fsspec.core import url_to_fs
+
+    from toolfs.policy.shared_ledger import DEFAULT_PREFIX, open_ledger_store
+
+    served_fs, served = url_to_fs(url, **options)
+    ledger_fs, where = url_to_fs(ledger_url, **options)
+    served = served.rstrip("/") + (f"/{root.strip('/')}" if root else "")
+    where = where.rstrip("/")
+    hidden: tuple[str, ...] = ()
+    if type(ledger_fs) is type(served_fs) and (where == served
+                                               or where.startswith(served + "/")):
+        if where == served:
+            where = f"{served}/{DEFAULT_PREFIX}"
+            ledger_url = f"{ledger_url.rstrip('/')}/{DEFAULT_PREFIX}"
+        # Anchored at the root: the ledger's entries are neither listed, read nor written.
+        hidden = ("/" + where[len(served) + 1:],)
+    return open_ledger_store(ledger_url, options, trust_local=sticky), hidden
 
 
 def _exit_on_signal(signum: int, frame: Any) -> None:

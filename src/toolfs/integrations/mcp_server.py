@@ -10,7 +10,10 @@ served by the SDK's own stdio and streamable-HTTP transports:
   structured content; a tool error is a result with ``isError`` whose text starts with
   ``Error [code]``, never a protocol error;
 * each MCP session is its own execution context (its own ledger of observed files): one
-  per streamable-HTTP session, one for the whole stream on stdio;
+  per streamable-HTTP session, one for the whole stream on stdio; without a session (the
+  2026-07-28 protocol, served natively) a context is (principal, the client's
+  ``toolfs-context`` header or ``_meta["toolfs/context"]``, else the principal alone), see
+  :mod:`toolfs.integrations.contexts`;
 * over HTTP, a bearer token of at least 16 characters is required (scheme matched
   case-insensitively, token in constant time), and at most ``max_sessions`` (64) sessions
   are open at once;
@@ -56,7 +59,8 @@ except ImportError as exc:
     raise missing_extra("mcp", "the toolfs MCP server (toolfs serve)", exc) from exc
 
 from toolfs import __version__
-from toolfs.errors import ErrorCode
+from toolfs.errors import ErrorCode, FsError
+from toolfs.integrations.contexts import ServerContexts, context_key, principal_name
 from toolfs.redact import Redactor
 from toolfs.render import ToolOutput
 from toolfs.render.media import MediaView
@@ -275,17 +279,21 @@ class ToolfsMCP:
         name: the server name announced to clients.
         tools: the tools to offer (default: all six); a call of another one is refused
             as an unknown tool.
+        contexts: the contexts of calls without a session (default: kept in this
+            process); give one with a shared ledger to serve from several replicas.
         rooms: a room per principal, and the audit trail (:mod:`toolfs.server.rooms`):
             each caller gets its room's workspace and tools, and its contexts are per
-            (room, session). Default: every caller works on ``workspace``.
+            (room, principal, context key). Default: every caller works on ``workspace``.
     """
 
     def __init__(self, workspace: Workspace | AsyncWorkspace, *,
                  redact: Redactor | None = None, name: str = "toolfs",
                  tools: list[str] | tuple[str, ...] | None = None,
+                 contexts: ServerContexts | None = None,
                  rooms: CallerRooms | None = None) -> None:
         self.workspace = (workspace if isinstance(workspace, AsyncWorkspace)
                           else AsyncWorkspace(workspace))
+        self.contexts = contexts if contexts is not None else ServerContexts(self.workspace)
         self.redact = redact or Redactor()
         self.tools = mcp_tools(tools)
         self._enabled = frozenset(t.name for t in self.tools)
@@ -314,11 +322,15 @@ class ToolfsMCP:
         if params.name not in enabled:
             # MCP reports an unknown tool as a protocol error; bad arguments are tool errors.
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name[:50]!r}")
-        if self.rooms is not None:
-            output = await self.rooms.execute(self._context(ctx), params.name,
-                                              params.arguments or {})
-        else:
-            output = await self._context(ctx).execute(params.name, params.arguments or {})
+        try:
+            context = self._context(ctx)
+        except FsError as err:  # a context key that is not one
+            raise MCPError(types.INVALID_PARAMS, err.message) from None
+        arguments = params.arguments or {}
+        rooms = self.rooms
+        output = await self.contexts.execute(context, (
+            (lambda: context.execute(params.name, arguments)) if rooms is None
+            else (lambda: rooms.execute(context, params.name, arguments))))
         return self._call_result(output)
 
     def _room(self, ctx: ServerRequestContext[Any]) -> CallerRoom:
@@ -346,17 +358,16 @@ class ToolfsMCP:
 
     async def _discover(self, ctx: ServerRequestContext[Any],
                         params: types.RequestParams) -> types.DiscoverResult:
-        # The 2026-07-28 protocol has no sessions over HTTP, and a ledger needs one:
-        # advertising only handshake versions there makes clients open a session.
-        # A stream (stdio) is one client either way, so both eras work on it.
-        versions = HANDSHAKE_PROTOCOL_VERSIONS if ctx.request is not None else (
-            *HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
+        # Both eras everywhere: without a session, a call's context is its principal and
+        # the key the client names (toolfs.integrations.contexts).
+        versions = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
         return types.DiscoverResult(
             supported_versions=list(versions), instructions=_INSTRUCTIONS,
             capabilities=self.server.get_capabilities(protocol_version=ctx.protocol_version))
 
     def _context(self, ctx: ServerRequestContext[Any]) -> AsyncWorkspace:
-        """The execution context of the MCP session this request belongs to."""
+        """The execution context of this request: its MCP session's, the stream's, or
+        the one its principal and context key name (:func:`context_key`)."""
         # The SDK keeps per-connection state and teardown on the Connection, which
         # ServerRequestContext does not expose yet (the SDK's own TODO L54).
         connection = ctx.session._connection
@@ -367,8 +378,9 @@ class ToolfsMCP:
             key = _CONTEXT_KEY if room is None else f"{_CONTEXT_KEY}:{room.name}"
             context: AsyncWorkspace | None = connection.state.get(key)
             if context is None:
-                context = (self.workspace.new_context() if self.rooms is None or room is None
-                           else self.rooms.new_context(room, _access_token(ctx)))
+                context = self.contexts.open(
+                    context_key(self._principal(ctx, room), session_id=connection.session_id),
+                    make=self._maker(ctx, room))
                 connection.state[key] = context
                 self._session_contexts.add(context)
                 connection.exit_stack.callback(self._end_session, context)
@@ -379,9 +391,26 @@ class ToolfsMCP:
                     self.workspace.new_context() if self.rooms is None
                     else self.rooms.new_context(self._room(ctx), None))
             return self._stream_context
-        raise MCPError(types.INVALID_REQUEST,
-                       "toolfs keeps what each agent has read per MCP session; open a session "
-                       "(initialize handshake) instead of sending stateless requests")
+        # No session (2026-07-28, or stateless HTTP): the principal and its key.
+        room = None if self.rooms is None else self._room(ctx)
+        return self.contexts.get(context_key(self._principal(ctx, room), ctx.request,
+                                             meta=ctx.meta), make=self._maker(ctx, room))
+
+    @staticmethod
+    def _principal(ctx: ServerRequestContext[Any], room: CallerRoom | None) -> str:
+        """Whose context: the token's principal, within its room (two people matched to
+        one room by a group claim are still two principals)."""
+        name = principal_name(ctx.request)
+        return name if room is None else json.dumps([room.name, name])
+
+    def _maker(self, ctx: ServerRequestContext[Any],
+               room: CallerRoom | None) -> Callable[[], AsyncWorkspace] | None:
+        """How a new context of this caller is made: in its room, with its audit
+        identity (``None``: from the server's workspace)."""
+        if self.rooms is None or room is None:
+            return None
+        rooms, access = self.rooms, _access_token(ctx)
+        return lambda: rooms.new_context(room, access)
 
     def _end_session(self, context: AsyncWorkspace) -> None:
         """The session ended (closed, expired or dropped): release its context."""
