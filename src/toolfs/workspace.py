@@ -56,6 +56,8 @@ from toolfs.schemas import (
     optional_fields,
 )
 from toolfs.schemas import tool_definitions as _tool_definitions
+from toolfs.undo.fork import Fork, open_fork
+from toolfs.undo.model import Change, CommitResult
 
 T = TypeVar("T")
 
@@ -340,7 +342,51 @@ class Workspace:
         """Another execution context (fresh ledger) over the same filesystem and root."""
         options = {k: v for k, v in self._options.items() if k != "context_id"}
         options.update(overrides)
-        return Workspace(self.fs.fs, root=self.fs.jail.root, **options)
+        context = Workspace(self.fs.fs, root=self.fs.jail.root, **options)
+        context._fork = self._fork  # another context of the same fork, if this is one
+        return context
+
+    # -- forks (toolfs.undo.fork; docs/policy.md, "Forks") ---------------------------
+
+    _fork: Fork | None = None
+
+    def fork(self, overlay: str | None = None, *,
+             storage_options: Mapping[str, Any] | None = None) -> Workspace:
+        """A copy-on-write view of this workspace, with the same policy, for one more
+        context that starts from what this one observed: its changes go to an overlay
+        (in memory, or at the fsspec URL ``overlay``, which survives the process and is
+        reopened by forking with the same URL) until :meth:`commit` lands them here,
+        all or nothing, or :meth:`discard` drops them. Other contexts here see nothing
+        of them before."""
+        def opened(fs: PolicyFileSystem) -> Workspace:
+            made = open_fork(fs, overlay, storage_options)
+            options = {k: v for k, v in self._options.items() if k != "context_id"}
+            child = Workspace(made.fs, root=fs.jail.root, **{**options, "store": made.store})
+            child._fork = made
+            child.restore(fs.ledger.snapshot())
+            return child
+
+        return self._guarded(opened)
+
+    def commit(self) -> CommitResult:
+        """Land this fork's changes in the workspace it was forked from, all or nothing
+        (:meth:`toolfs.undo.fork.Fork.commit`); the fork goes on from there."""
+        return self._guarded(lambda fs: self._forked().commit(fs))  # type: ignore[no-any-return]
+
+    def discard(self) -> None:
+        """Drop this fork's changes and its overlay; the fork is spent."""
+        self._guarded(lambda fs: self._forked().discard())
+
+    def changes(self) -> list[Change]:
+        """This fork's changes against the base versions they were made from
+        (:meth:`toolfs.undo.fork.Fork.changes`)."""
+        return self._guarded(lambda fs: self._forked().changes())  # type: ignore[no-any-return]
+
+    def _forked(self) -> Fork:
+        if self._fork is None:
+            raise fs_error("invalid_arguments", "this workspace is not a fork; "
+                           "commit and discard apply to the workspace fork() returned")
+        return self._fork
 
     def __repr__(self) -> str:
         return f"Workspace({self._redact.message(self.url)!r}, context_id={self.context_id!r})"
