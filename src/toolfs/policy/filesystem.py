@@ -67,6 +67,7 @@ from toolfs.policy.ledger import Ledger
 from toolfs.policy.listings import Found, Listings
 from toolfs.policy.observe_commit import DIFF_CHARS, Commit, ObserveCommit
 from toolfs.policy.paths import Jail, Target
+from toolfs.policy.recorder import move_scope
 from toolfs.policy.rules import Policy, deny_matcher
 from toolfs.versions import FileVersion
 
@@ -413,7 +414,7 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
             self.store.folds_case
             and source.backend_path.casefold() == dest.backend_path.casefold())
         pending = None if same else self.prepare_write(path2)  # its condition: now
-        with self.open_observed(path1) as src:  # also: path1 must be a file
+        with self.open_observed(path1) as src, move_scope(source.display, dest.display):
             if same:
                 return
             if not src.complete:
