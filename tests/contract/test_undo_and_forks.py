@@ -485,41 +485,53 @@ class Forks:
             self, backend: Backend) -> None:
         backend.put("f.txt", b"0\n")
         fork = backend.workspace().fork()
-        _text(fork, "f.txt")
+        # Six changes made from one version of a file the fork has not changed yet
+        # (the base's), stored in parallel: exactly one lands, the others are stale.
+        handles = [fork.fs.open("f.txt", "rb") for _ in range(6)]
+        assert len({h.version for h in handles}) == 1
         barrier = threading.Barrier(6)
         outcomes: list[str] = []
 
         def race(k: int) -> None:
             barrier.wait()
-            out = fork.execute("write", {"file_path": "f.txt", "content": f"{k}\n"})
-            outcomes.append("ok" if not out.is_error else _code(out))
+            try:  # bytes of their own (identical bytes keep a digest version)
+                handles[k].commit(f"{len(outcomes)}-{uuid.uuid4().hex}-{k}\n".encode())
+                outcomes.append("ok")
+            except toolfs.FsError as err:
+                outcomes.append(err.code)
 
-        threads = [threading.Thread(target=race, args=(k,)) for k in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        # Six writes made from one read: exactly one lands, the others are stale.
+        _run_threads(race, 6)
         assert sorted(outcomes) == ["ok"] + ["stale"] * 5
-        won = _text(fork, "f.txt")
-        assert won in {f"{k}\n" for k in range(6)}
-        # Parallel edits of one file, each retried after a fresh read: none lost.
-        backend.put("n.txt", b"".join(b"slot%d=0\n" % k for k in range(6)))
-        ctxs = [fork.new_context() for _ in range(6)]
+        # And again from one version of the fork's own bytes.
+        handles = [fork.fs.open("f.txt", "rb") for _ in range(6)]
+        outcomes.clear()
+        _run_threads(race, 6)
+        assert sorted(outcomes) == ["ok"] + ["stale"] * 5
+        # Contexts of the fork racing read -> edit: every edit that succeeded is kept.
+        backend.put("race.txt", b"START\nEND\n")
+        contexts = [fork.new_context() for _ in range(4)]
+        wins: list[str] = []
+        codes: list[str] = []
 
-        def bump(k: int) -> None:
-            ctx = ctxs[k]
-            while True:
-                _text(ctx, "n.txt")
-                if not _edit(ctx, "n.txt", f"slot{k}=0\n", f"slot{k}=1\n").is_error:
-                    return
+        def agent(k: int) -> None:
+            for i in range(8):
+                marker = f"<{k}:{i}>"
+                _text(contexts[k], "race.txt")
+                out = _edit(contexts[k], "race.txt", "END", f"{marker}\nEND")
+                (codes.append(_code(out)) if out.is_error else wins.append(marker))
 
-        threads = [threading.Thread(target=bump, args=(k,)) for k in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert _text(fork, "n.txt") == "".join(f"slot{k}=1\n" for k in range(6))
-        assert not backend.get("n.txt").count(b"=1")
+        _run_threads(agent, 4)
+        assert set(codes) <= {"stale"} and wins
+        final = _text(fork, "race.txt")
+        assert all(m in final for m in wins) and final.count("<") == len(wins)
+        assert backend.get("race.txt") == b"START\nEND\n"  # the base saw nothing
         assert fork.commit().ok
-        assert backend.get("n.txt").count(b"=1") == 6
+        assert backend.get("race.txt").decode() == final
+
+
+def _run_threads(fn: Any, n: int) -> None:
+    threads = [threading.Thread(target=fn, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
