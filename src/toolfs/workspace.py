@@ -371,7 +371,7 @@ class Workspace:
     def commit(self) -> CommitResult:
         """Land this fork's changes in the workspace it was forked from, all or nothing
         (:meth:`toolfs.undo.fork.Fork.commit`); the fork goes on from there."""
-        return self._guarded(lambda fs: self._forked().commit(fs))  # type: ignore[no-any-return]
+        return self._guarded(lambda fs: self._forked().commit(fs))
 
     def discard(self) -> None:
         """Drop this fork's changes and its overlay; the fork is spent."""
@@ -380,7 +380,7 @@ class Workspace:
     def changes(self) -> list[Change]:
         """This fork's changes against the base versions they were made from
         (:meth:`toolfs.undo.fork.Fork.changes`)."""
-        return self._guarded(lambda fs: self._forked().changes())  # type: ignore[no-any-return]
+        return self._guarded(lambda fs: self._forked().changes())
 
     def _forked(self) -> Fork:
         if self._fork is None:

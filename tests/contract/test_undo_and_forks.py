@@ -382,6 +382,14 @@ class Forks:
         # A file created and deleted again in the fork is no change at all.
         fork.fs.rm_file("c.txt")
         assert {c.path for c in fork.changes()} == {"d.txt", "u.txt"}
+        # A move is one change; it lands as the create and the delete it is.
+        fork.fs.mv("u.txt", "m/moved.txt")
+        (move,) = [c for c in fork.changes() if c.kind == "moved"]
+        assert (move.path, move.to_path, move.before) == ("u.txt", "m/moved.txt",
+                                                          read.version)
+        assert "-old\n+new" in move.diff()
+        assert fork.commit().ok
+        assert backend.get("m/moved.txt") == b"new\n" and not backend.exists("u.txt")
 
     def test_after_a_commit_the_fork_goes_on(self, backend: Backend) -> None:
         backend.put("a.txt", b"one\n")

@@ -28,7 +28,7 @@ in the parent's overlay.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fsspec.core import split_protocol, url_to_fs
@@ -36,6 +36,8 @@ from fsspec.spec import AbstractFileSystem
 
 from toolfs.errors import FsError, fs_error
 from toolfs.policy.filesystem import PolicyFileSystem
+from toolfs.undo.atomic import Planned, commit_all
+from toolfs.undo.model import Change, ChangeKind, CommitResult
 from toolfs.undo.overlay import OverlayFileSystem, OverlayState, Record, private_memory
 
 __all__ = ["Fork", "open_fork"]
@@ -64,44 +66,65 @@ class Fork:
         """The overlay's URL; ``None``: in memory."""
         return self.state.url
 
-    def changes(self) -> list[Any]:
+    def changes(self) -> list[Change]:
         """The fork's changes against the base versions they were made from, by path:
         ``created`` (``before`` is ``None``), ``updated``, ``deleted`` (``after`` is
-        ``None``); each :class:`~toolfs.Change` gives its diff (from the base bytes the
-        change was made from, kept in the overlay, to the fork's)."""
-        from toolfs.undo.model import Change
-
+        ``None``), ``moved`` (``path`` to ``to_path``: the delete of a base file and the
+        create of its copy, made by one move); each :class:`~toolfs.Change` gives its
+        diff (from the base bytes the change was made from, kept in the overlay, to the
+        fork's)."""
         self.state.check_open()
-        out = []
-        for position, rec in enumerate(self.state.snapshot()):
+        records = self.state.snapshot()
+        by_path = {r.rel: r for r in records}
+        moved: dict[str, Record] = {}  # the source's record -> (paired below)
+        for rec in records:
+            if rec.state == "deleted" and rec.move is not None and rec.move[0] == rec.rel:
+                dest = by_path.get(rec.move[1])
+                if dest is not None and dest.state == "written" and dest.base is None \
+                        and dest.move == rec.move:
+                    moved[rec.rel] = dest
+        paired = {dest.rel for dest in moved.values()}
+        out: list[Change] = []
+        for rec in records:
+            if rec.rel in paired:
+                continue  # shown as the move of its source
+            kind: ChangeKind
+            dest = moved.get(rec.rel)
+            if dest is not None:
+                out.append(Change(path=rec.rel, kind="moved", before=rec.base,
+                                  after=dest.version, to_path=dest.rel, at=rec.at,
+                                  tool=rec.tool, position=len(out),
+                                  _load=self._loader(rec, dest)))
+                continue
             if rec.state == "deleted":
                 kind = "deleted"
             else:
                 kind = "created" if rec.base is None else "updated"
-            out.append(Change(path=rec.rel, kind=kind,  # type: ignore[arg-type]
-                              before=rec.base, after=rec.version, to_path=None, at=rec.at,
-                              tool=rec.tool, position=position, _load=self._loader(rec)))
+            out.append(Change(path=rec.rel, kind=kind, before=rec.base, after=rec.version,
+                              to_path=None, at=rec.at, tool=rec.tool, position=len(out),
+                              _load=self._loader(rec, rec)))
         return out
 
-    def _loader(self, rec: Record) -> Any:
+    def _loader(self, rec: Record, dest: Record
+                ) -> Callable[[], tuple[bytes | None, bytes | None]]:
+        """The bytes before (``rec``'s base) and after (``dest``'s, the same record
+        but for a move) of one change, read when a diff is asked for."""
         state = self.state
 
         def load() -> tuple[bytes | None, bytes | None]:
             before = state.pre_image(rec) if rec.base is not None else None
             try:
-                after = state.data(rec) if rec.state == "written" else None
+                after = state.data(dest) if dest.state == "written" else None
             except FsError:  # committed or changed since the listing
                 after = None
             return before, after
 
         return load
 
-    def commit(self, child: PolicyFileSystem) -> Any:
+    def commit(self, child: PolicyFileSystem) -> CommitResult:
         """Land every change in the parent, all or nothing (see the module docstring);
         ``child`` is the fork's own policy filesystem (its context's observations move to
         the versions committed). Changes of the fork are refused while it commits."""
-        from toolfs.undo.atomic import Planned, commit_all
-
         state = self.state
         with state.committing():
             records = state.snapshot()

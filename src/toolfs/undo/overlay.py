@@ -55,7 +55,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
@@ -74,6 +74,7 @@ from toolfs.backends import (
     store_for,
 )
 from toolfs.errors import FsError, fs_error
+from toolfs.policy.recorder import current_move, current_tool
 from toolfs.versions import FileVersion
 
 RecordState = Literal["written", "deleted"]
@@ -103,19 +104,24 @@ class Record:
     """The call that first changed this path in the fork."""
     pre: bool = False
     """The base bytes of ``base`` are kept at ``pre/<rel>``."""
+    move: tuple[str, str] | None = None
+    """``(from, to)`` display paths when the change was half of a move (the write of
+    ``to``, the delete of ``from``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.rel, "state": self.state,
                 "base": None if self.base is None else self.base.model_dump(),
-                "at": self.at.isoformat(), "tool": self.tool, "pre": self.pre}
+                "at": self.at.isoformat(), "tool": self.tool, "pre": self.pre,
+                "move": None if self.move is None else list(self.move)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Record:
-        base = data.get("base")
+        base, move = data.get("base"), data.get("move")
         return cls(rel=str(data["path"]), state=data["state"],
                    base=None if base is None else FileVersion.model_validate(base),
                    at=datetime.datetime.fromisoformat(data["at"]),
-                   tool=str(data.get("tool", "fork")), pre=bool(data.get("pre")))
+                   tool=str(data.get("tool", "fork")), pre=bool(data.get("pre")),
+                   move=None if not move else (str(move[0]), str(move[1])))
 
 
 class _Roots:
@@ -342,27 +348,27 @@ class OverlayState:
                            f"({held.get('base')!r}, not {self.identity!r}); give an "
                            "overlay URL of its own to each fork",
                            details={"base": held.get("base")})
-        records = {}
+        records: dict[str, Record] = {}
         for entry in self.upper.list_files(self._key("meta", "").rstrip("/")):
             try:
-                rec = Record.from_json(json.loads(self.upper.get(entry.path).data))
+                loaded = Record.from_json(json.loads(self.upper.get(entry.path).data))
             except (ValueError, KeyError, TypeError) as exc:
                 raise fs_error("backend_error", f"{self.url}: a damaged fork record "
                                f"({entry.path})") from exc
-            records[rec.rel] = rec
+            records[loaded.rel] = loaded
         files = self._key("files", "")
         for entry in self.upper.list_files(files.rstrip("/")):
-            rel = entry.path[len(files):] if entry.path.startswith(files) else None
-            rec = records.get(rel) if rel is not None else None
-            if rec is not None and rec.state == "written":
-                records[rec.rel] = replace(rec, version=entry.version, size=entry.size,
-                                           mtime=entry.mtime)
+            listed = records.get(entry.path[len(files):]) \
+                if entry.path.startswith(files) else None
+            if listed is not None and listed.state == "written":
+                records[listed.rel] = replace(listed, version=entry.version,
+                                              size=entry.size, mtime=entry.mtime)
         for rel, rec in list(records.items()):
             if rec.state == "written" and rec.version is None:
                 try:  # no version in the listing (local disk, memory): one small read
                     blob = self.upper.get(self.file_key(rel), length=1)
-                except FsError as err:
-                    if err.code != "not_found":
+                except FsError as missing:
+                    if missing.code != "not_found":
                         raise
                     del records[rel]  # a record whose bytes never landed
                     continue
@@ -396,6 +402,17 @@ def private_memory() -> MemoryFileSystem:
     return fs
 
 
+def _tool(default: str) -> str:
+    """The call making the running change (the journal's :func:`tool_scope`)."""
+    return current_tool() or default
+
+
+def _move() -> tuple[str, str] | None:
+    """``(from, to)`` when the running change is half of a move."""
+    move = current_move()
+    return None if move is None else (move[1], move[2])
+
+
 def _in_base_terms(err: FsError, key: str, path: str) -> FsError:
     """An upper store's refusal, naming the base path instead of the upper key."""
     err.message = err.message.replace(key, path)
@@ -423,8 +440,6 @@ class OverlayStore(Store):
             base.capabilities, atomic=True, cross_process=False, digest_versions=False,
             removes_empty_dirs=False)
         self.folds_case = base.folds_case
-        self.tool: Callable[[], str] = lambda: "fork"
-        """Names the call that makes a change (set by the fork)."""
 
     # -- paths ---------------------------------------------------------------------
 
@@ -623,8 +638,8 @@ class OverlayStore(Store):
             if pre is not None:
                 state.upper.put(state.pre_key(rel), pre, Overwrite())
             state.put_record(Record(rel=rel, state="written", base=base, version=version,
-                                    size=len(data), mtime=now, tool=self.tool(),
-                                    pre=pre is not None))
+                                    size=len(data), mtime=now, tool=_tool("write"),
+                                    pre=pre is not None, move=_move()))
             return version
 
     def delete(self, path: str, mode: Update | Overwrite) -> None:
@@ -642,7 +657,7 @@ class OverlayStore(Store):
                     state.drop_record(rec)
                 else:
                     state.put_record(replace(rec, state="deleted", version=None, size=None,
-                                             mtime=time.time()))
+                                             mtime=time.time(), move=_move()))
                 return
             if rec is not None:
                 if isinstance(mode, Update):
@@ -654,7 +669,8 @@ class OverlayStore(Store):
             if pre is not None:
                 state.upper.put(state.pre_key(rel), pre, Overwrite())
             state.put_record(Record(rel=rel, state="deleted", base=base, mtime=time.time(),
-                                    tool=self.tool(), pre=pre is not None))
+                                    tool=_tool("delete"), pre=pre is not None,
+                                    move=_move()))
 
     def _base_of(self, path: str, mode: PutMode, *, deleting: bool
                  ) -> tuple[FileVersion | None, bytes | None]:
@@ -779,8 +795,9 @@ class OverlayFileSystem(AbstractFileSystem):  # type: ignore[misc]
         if not isinstance(listed, dict):
             listed = {name: self.base.info(name) for name in listed}
         changed = {r.rel: r for r in self.state.under(rel)} if rel is not None else {}
-        if rel and rel in (r := self.state.records) and r[rel].state == "deleted":
-            changed[rel] = r[rel]
+        itself = self.state.record(rel) if rel else None
+        if itself is not None:  # a whiteout (a written file was answered above)
+            changed[itself.rel] = itself
         out: dict[str, Any] = {}
         for name, info in listed.items():
             key = self.base._strip_protocol(name)
