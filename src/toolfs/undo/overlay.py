@@ -300,8 +300,11 @@ class OverlayState:
                 self._remove(self.pre_key(rec.rel))
 
     def _remove(self, key: str) -> None:
-        with contextlib.suppress(FsError):  # already gone
-            self.upper.delete(key, Overwrite())
+        """Remove one of the overlay's own objects: one unconditional delete (no
+        conditional store's read first); already gone is fine, and a failure leaves an
+        object that no record names (ignored, as after a crash)."""
+        with contextlib.suppress(Exception):
+            self.upper_fs.rm_file(key)
 
     def pre_image(self, rec: Record) -> bytes | None:
         """The base bytes ``rec``'s change was made from (``b""`` for a created file;
