@@ -88,3 +88,23 @@ def test_a_commit_from_an_overlay_url_adds_only_requests_to_the_overlay(cloud: A
           f"requests in all ({len(reqs) / N:.2f} per file), {len(base)} to the base, "
           f"{len(writes)} conditional writes there")
     assert len(base) <= 2 * N + 1 and len(writes) == N, _listed(base)
+
+
+def test_a_change_in_a_fork_costs_the_base_one_read_then_nothing(cloud: Any) -> None:
+    cloud.put("f.txt", b"one\ntwo\n")
+    fork = cloud.workspace().fork()
+    _, reqs = _counted(cloud, lambda: fork.read("f.txt"))
+    assert [r.method for r in reqs] == ["GET"]  # falls through: the base's own read
+    # The first change of a base file checks it is still at the version read: one
+    # ranged read (the edit's bytes are held, so no more); the bytes go to the overlay.
+    _, reqs = _counted(cloud, lambda: fork.edit("f.txt", "one", "ONE"))
+    assert [r.method for r in reqs] == ["GET"], _listed(reqs)
+    assert reqs[0].headers.get("if-match") or "ifGenerationMatch" in reqs[0].params \
+        or reqs[0].headers.get("x-goog-if-generation-match")
+    # From then on the file is the fork's: no request to the base at all.
+    for call in (lambda: fork.edit("f.txt", "two", "TWO"), lambda: fork.read("f.txt"),
+                 lambda: fork.write("g.txt", "new\n")):
+        _, reqs = _counted(cloud, call)
+        assert all("g.txt" in r.path or "g.txt" in r.query for r in reqs), _listed(reqs)
+    print(f"\n{cloud.name}: a fork's first change of a base file: 1 request to the "
+          "base; later changes of it: 0")
