@@ -341,6 +341,35 @@ class Forks:
         # The refused fork still holds its changes.
         assert {c.path for c in two.changes()} == {"f.txt", "g.txt", "h.txt"}
 
+    def test_a_commit_that_fails_midway_rolls_back_and_the_fork_keeps_its_changes(
+            self, backend: Backend) -> None:
+        for name in ("a", "b", "c"):
+            backend.put(f"{name}.txt", f"{name}\n".encode())
+        ws = backend.workspace()
+        fork = ws.fork()
+        for name in ("a", "b", "c"):
+            _text(fork, f"{name}.txt")
+            _ok(_edit(fork, f"{name}.txt", name, name.upper()))
+        _ok(fork.execute("write", {"file_path": "d.txt", "content": "d\n"}))
+
+        def veto_c(event: FsEvent) -> None:  # the base refuses the third write
+            if event.type == "fs/write-intent" and event.path == "c.txt":
+                raise Veto("not now")
+
+        ws.subscribe(veto_c)
+        result = fork.commit()
+        assert not result.ok and result.committed == []
+        assert result.refused["c.txt"].code == "denied"
+        assert sorted(result.rolled_back) == ["a.txt", "b.txt"]
+        assert set(result.states.values()) == {"old"}
+        for name in ("a", "b", "c"):
+            assert backend.get(f"{name}.txt") == f"{name}\n".encode()
+        assert not backend.exists("d.txt")
+        assert {c.path for c in fork.changes()} == {"a.txt", "b.txt", "c.txt", "d.txt"}
+        ws.fs.subscribers.remove(veto_c)
+        assert fork.commit().ok  # the base's own roll back moved nothing the fork read
+        assert backend.get("c.txt") == b"C\n" and backend.get("d.txt") == b"d\n"
+
     def test_in_merge_mode_disjoint_lines_merge_and_overlaps_are_refused(
             self, backend: Backend) -> None:
         backend.put("f.txt", TEN.encode())

@@ -29,6 +29,7 @@ in the parent's overlay.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from fsspec.core import split_protocol, url_to_fs
@@ -135,6 +136,7 @@ class Fork:
                                      tool=f"fork commit: {rec.tool}"))
             result = commit_all(self.parent, plans, tool="fork commit")
             if not result.ok:
+                self._rebase_rolled_back(records, result)
                 return result
             # Landed: the overlay lets go of them (reads fall through to what it just
             # committed), and the fork's context has observed the versions committed.
@@ -147,6 +149,26 @@ class Fork:
                 elif version is not None:
                     child.ledger.record(key, version)
             return result
+
+    def _rebase_rolled_back(self, records: list[Record], result: CommitResult) -> None:
+        """After a commit rolled back: a file restored to the very bytes the fork's
+        change was made from may have a new version (GCS generations, Azure ETags);
+        its record moves to that version, so the next commit does not find it changed.
+        One read per file rolled back; a file that differs keeps its record as it was."""
+        by_path = {rec.rel: rec for rec in records}
+        for path in result.rolled_back:
+            rec = by_path.get(path)
+            if rec is None or rec.base is None:
+                continue  # a create rolled back is absent again, as recorded
+            pre = self.state.pre_image(rec)
+            try:
+                blob = self.parent.store.get(self.state.roots.join(rec.rel),
+                                             length=self.parent.size_cap + 1)
+            except FsError:
+                continue
+            if pre is not None and blob.complete and blob.data == pre \
+                    and blob.version != rec.base:
+                self.state.put_record(replace(rec, base=blob.version))
 
     def discard(self) -> None:
         """Drop the overlay and every object it holds; the fork is spent."""
