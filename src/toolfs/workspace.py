@@ -22,6 +22,7 @@ from toolfs.errors import FsError, fs_error
 from toolfs.policy.events import AuditLog, Subscriber
 from toolfs.policy.filesystem import DIFF_CHARS, PolicyFileSystem
 from toolfs.policy.ledger import LedgerSnapshot
+from toolfs.policy.recorder import tool_scope
 from toolfs.policy.rules import Policy
 from toolfs.redact import Redactor
 from toolfs.render import (
@@ -57,7 +58,10 @@ from toolfs.schemas import (
 )
 from toolfs.schemas import tool_definitions as _tool_definitions
 from toolfs.undo.fork import Fork, open_fork
-from toolfs.undo.model import Change, CommitResult
+from toolfs.undo.journal import JOURNAL_BYTES, Journal
+from toolfs.undo.model import Change, Checkpoint, CommitResult, RewindResult
+from toolfs.undo.persist import open_journal
+from toolfs.undo.rewind import rewind as undo_rewind
 
 T = TypeVar("T")
 
@@ -133,8 +137,14 @@ class Workspace:
                                min(DIFF_CHARS, diff_budget(self.max_output_chars)))
             self.audit = AuditLog()
             subscribers = [self.audit, *options.pop("subscribers", [])]
+            journal_url = options.pop("journal", None)
+            journal_bytes = options.pop("journal_bytes", JOURNAL_BYTES)
             self.fs = PolicyFileSystem(fs, path, policy=policy, subscribers=subscribers,
                                        **options)
+            self.journal: Journal = open_journal(self.fs, journal_url,
+                                                 journal_bytes=journal_bytes,
+                                                 storage_options=self._storage_options)
+            self.fs.journal = self.journal
         except FsError as err:
             masked = self._masked(err)
             raise masked from masked.__cause__
@@ -191,9 +201,10 @@ class Workspace:
         """Replace, insert (after ``cell_id``; ``""``: at the top) or delete one cell of a
         notebook; replacing a code cell's source clears its outputs. Raises
         :class:`~toolfs.errors.FsError`."""
-        return self._guarded(notebook_tools.notebook_edit, _validated(
-            NotebookEditArgs, file_path=file_path, cell_id=cell_id, new_source=new_source,
-            cell_type=cell_type, edit_mode=edit_mode))
+        with tool_scope("notebook_edit"):
+            return self._guarded(notebook_tools.notebook_edit, _validated(
+                NotebookEditArgs, file_path=file_path, cell_id=cell_id,
+                new_source=new_source, cell_type=cell_type, edit_mode=edit_mode))
 
     def glob(self, pattern: str, path: str | None = None) -> GlobResult:
         """Files whose path below ``path`` matches ``pattern``, newest first (at most
@@ -298,7 +309,43 @@ class Workspace:
         # (`tool_definitions(strict=True)`): null there means "not given".
         optional = _OPTIONAL[tool]
         given = {k: v for k, v in arguments.items() if v is not None or k not in optional}
-        return self._guarded(_TOOLS[tool], _validate(model, given))
+        with tool_scope(tool):
+            return self._guarded(_TOOLS[tool], _validate(model, given))
+
+    # -- undo: the journal of this context's changes --------------------------------
+
+    def checkpoint(self, label: str | None = None) -> Checkpoint:
+        """A point in this context's journal to :meth:`rewind` to (``label``: a name to
+        find it by)."""
+        return self._guarded(lambda fs: self.journal.checkpoint(label))
+
+    def changes(self, since: Checkpoint | str | int | None = None) -> list[Change]:
+        """This context's changes (after checkpoint ``since``, or all), oldest first:
+        every write, edit, notebook edit, delete and move it committed, through any
+        tool or adapter. Never shown to the model unless an adapter offers it.
+
+        On a fork, ``changes()`` (no ``since``) lists the fork's changes against the
+        base versions they were made from (:meth:`toolfs.undo.fork.Fork.changes`): what
+        :meth:`commit` would land."""
+        def listed(fs: PolicyFileSystem) -> list[Change]:
+            if since is None and self._fork is not None:
+                return self._fork.changes()
+            start = 0 if since is None else self.journal.find_checkpoint(since).position
+            return self.journal.changes(start)
+        return self._guarded(listed)
+
+    def rewind(self, checkpoint: Checkpoint | str | int) -> RewindResult:
+        """Bring every file this context changed after ``checkpoint`` back to its content
+        then, all or nothing, never over someone else's change (``stale`` with the diff
+        of their change; merged when ``Policy(on_stale="merge")`` and disjoint). See
+        docs/policy.md, "Undo and forks"."""
+        def rewound(fs: PolicyFileSystem) -> RewindResult:
+            cp = self.journal.find_checkpoint(checkpoint)
+            result = undo_rewind(fs, self.journal, cp.position)
+            for err in result.refused.values():
+                self._masked(err)
+            return result
+        return self._guarded(rewound)
 
     # -- context ------------------------------------------------------------------
 
@@ -360,7 +407,9 @@ class Workspace:
         of them before."""
         def opened(fs: PolicyFileSystem) -> Workspace:
             made = open_fork(fs, overlay, storage_options)
-            options = {k: v for k, v in self._options.items() if k != "context_id"}
+            # A context of its own (its journal in memory), over the overlay's store.
+            options = {k: v for k, v in self._options.items()
+                       if k not in ("context_id", "journal")}
             child = Workspace(made.fs, root=fs.jail.root, **{**options, "store": made.store})
             child._fork = made
             child.restore(fs.ledger.snapshot())
@@ -376,11 +425,6 @@ class Workspace:
     def discard(self) -> None:
         """Drop this fork's changes and its overlay; the fork is spent."""
         self._guarded(lambda fs: self._forked().discard())
-
-    def changes(self) -> list[Change]:
-        """This fork's changes against the base versions they were made from
-        (:meth:`toolfs.undo.fork.Fork.changes`)."""
-        return self._guarded(lambda fs: self._forked().changes())
 
     def _forked(self) -> Fork:
         if self._fork is None:
@@ -491,6 +535,18 @@ class AsyncWorkspace:
     @property
     def context_id(self) -> str:
         return self.sync.context_id
+
+    async def checkpoint(self, label: str | None = None) -> Checkpoint:
+        """:meth:`Workspace.checkpoint` (a persisted journal writes a record)."""
+        return await self._run(self.sync.checkpoint, label)
+
+    async def changes(self, since: Checkpoint | str | int | None = None) -> list[Change]:
+        """:meth:`Workspace.changes`."""
+        return await self._run(self.sync.changes, since)
+
+    async def rewind(self, checkpoint: Checkpoint | str | int) -> RewindResult:
+        """:meth:`Workspace.rewind` on a worker thread."""
+        return await self._run(self.sync.rewind, checkpoint)
 
     def new_context(self, **overrides: Any) -> AsyncWorkspace:
         """Another execution context over the same root, on the same worker threads."""

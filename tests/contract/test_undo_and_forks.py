@@ -162,6 +162,162 @@ class UndoJournal:
         assert info.value.code == "invalid_arguments"
         assert isinstance(toolfs.FsError, type)
 
+    # -- the journal ---------------------------------------------------------------------
+
+    def test_changes_list_every_kind_of_change_oldest_first(self, backend: Backend) -> None:
+        backend.put("keep.txt", b"k\n")
+        backend.put("gone.txt", b"g\n")
+        ws = backend.workspace()
+        assert ws.changes() == []
+        ws.write("a.txt", "one\n")
+        ws.edit("a.txt", "one", "two")
+        ws.read("gone.txt")
+        ws.fs.rm_file("gone.txt")
+        ws.read("keep.txt")
+        ws.fs.mv("keep.txt", "moved.txt")
+        changes = ws.changes()
+        assert [(c.path, c.kind, c.tool) for c in changes] == [
+            ("a.txt", "created", "write"), ("a.txt", "updated", "edit"),
+            ("gone.txt", "deleted", "delete"), ("keep.txt", "moved", "move")]
+        created, edited, deleted, moved = changes
+        assert created.before is None and created.after == edited.before
+        assert edited.after is not None and deleted.after is None
+        assert moved.to_path == "moved.txt" and moved.after is not None
+        assert all(c.at.tzinfo is not None and c.at.utcoffset().total_seconds() == 0
+                   for c in changes)
+        assert "-one" in edited.diff() and "+two" in edited.diff()
+        assert "+one" in created.diff()
+        assert "-g" in deleted.diff()
+        assert moved.diff().startswith("moved keep.txt -> moved.txt")
+        cp = ws.checkpoint("later")
+        assert isinstance(cp, toolfs.Checkpoint) and cp.position == 5 and cp.label == "later"
+        ws.write("b.txt", "b\n")
+        assert [c.path for c in ws.changes(since=cp)] == ["b.txt"]
+        assert [c.path for c in ws.changes(since="later")] == ["b.txt"]
+
+    def test_the_journal_adds_no_request_when_the_observed_bytes_are_held(
+            self, backend: Backend) -> None:
+        backend.put("a.txt", b"x = 1\n")
+        counts = {"with": 0, "without": 0}
+        for label in ("with", "without"):
+            ws = backend.workspace()
+            if label == "without":
+                ws.fs.journal = None
+            ws.read("a.txt")
+            store = ws.fs.store
+            calls: list[str] = []
+            for name in ("get", "put", "delete"):
+                real = getattr(store, name)
+
+                def counted(*args: Any, _real: Any = real, _name: str = name,
+                            _calls: list[str] = calls, **kwargs: Any) -> Any:
+                    _calls.append(_name)
+                    return _real(*args, **kwargs)
+                setattr(store, name, counted)
+            try:
+                ws.edit("a.txt", "x = 1", "x = 2")
+                ws.write("a.txt", "x = 3\n")
+                ws.edit("a.txt", "x = 3", "x = 1")
+            finally:
+                for name in ("get", "put", "delete"):
+                    delattr(store, name)
+            counts[label] = len(calls)
+        assert counts["with"] == counts["without"], counts
+        assert ws.journal.requests == 0
+
+    # -- rewind ----------------------------------------------------------------------------
+
+    def test_rewind_restores_every_kind_of_change(self, backend: Backend) -> None:
+        backend.put("upd.txt", b"old\n")
+        backend.put("del.txt", b"deleted\n")
+        backend.put("mv.txt", b"moving\n")
+        ws = backend.workspace()
+        for p in ("upd.txt", "del.txt", "mv.txt"):
+            ws.read(p)
+        cp = ws.checkpoint()
+        ws.edit("upd.txt", "old", "new")
+        ws.write("new.txt", "created\n")
+        ws.fs.rm_file("del.txt")
+        ws.fs.mv("mv.txt", "dir/moved.txt")
+        done = ws.checkpoint("done")
+        result = ws.rewind(cp)
+        assert isinstance(result, toolfs.RewindResult)
+        assert not result.refused, result.refused
+        assert sorted(result.restored) == ["del.txt", "dir/moved.txt", "mv.txt", "new.txt",
+                                           "upd.txt"]
+        assert backend.get("upd.txt") == b"old\n"
+        assert not backend.exists("new.txt")
+        assert backend.get("del.txt") == b"deleted\n"
+        assert backend.get("mv.txt") == b"moving\n" and not backend.exists("dir/moved.txt")
+        # The rewind is journaled: rewinding to a checkpoint before it redoes the work.
+        assert {c.tool for c in ws.changes()[-5:]} == {"rewind"}
+        redo = ws.rewind(done)
+        assert not redo.refused, redo.refused
+        assert backend.get("upd.txt") == b"new\n" and backend.get("new.txt") == b"created\n"
+        assert backend.get("dir/moved.txt") == b"moving\n" and not backend.exists("mv.txt")
+        assert not backend.exists("del.txt")
+
+    def test_rewind_never_undoes_someone_elses_change(self, backend: Backend) -> None:
+        backend.put("mine.txt", b"m\n")
+        backend.put("shared.txt", b"1\n2\n3\n4\n5\n")
+        ws = backend.workspace()
+        ws.read("mine.txt")
+        ws.read("shared.txt")
+        cp = ws.checkpoint()
+        ws.edit("mine.txt", "m", "M")
+        ws.edit("shared.txt", "1\n", "ONE\n")
+        backend.put("shared.txt", b"ONE\n2\n3\n4\nFIVE\n")  # another program, later
+        result = ws.rewind(cp)
+        assert result.restored == []
+        err = result.refused["shared.txt"]
+        assert err.code == "stale" and "+FIVE" in err.details["diff"]
+        assert "-5" in err.details["diff"]
+        assert backend.get("shared.txt") == b"ONE\n2\n3\n4\nFIVE\n"
+        assert backend.get("mine.txt") == b"M\n"  # all or nothing: not restored either
+
+    def test_rewind_in_merge_mode_is_a_reverse_three_way_merge(self,
+                                                                backend: Backend) -> None:
+        backend.put("shared.txt", b"1\n2\n3\n4\n5\n")
+        ws = backend.workspace(policy=toolfs.Policy(on_stale="merge"))
+        ws.read("shared.txt")
+        cp = ws.checkpoint()
+        ws.edit("shared.txt", "1\n", "ONE\n")
+        backend.put("shared.txt", b"ONE\n2\n3\n4\nFIVE\n")
+        result = ws.rewind(cp)
+        assert result.restored == ["shared.txt"], result.refused
+        assert backend.get("shared.txt") == b"1\n2\n3\n4\nFIVE\n"
+        ws.read("shared.txt")
+        cp2 = ws.checkpoint()
+        ws.edit("shared.txt", "1\n", "uno\n")
+        backend.put("shared.txt", b"UNO\n2\n3\n4\nFIVE\n")  # the same line: overlaps
+        refused = ws.rewind(cp2)
+        assert refused.restored == [] and refused.refused["shared.txt"].code == "stale"
+        assert backend.get("shared.txt") == b"UNO\n2\n3\n4\nFIVE\n"
+
+    def test_rewind_past_dropped_pre_images_is_refused(self, backend: Backend) -> None:
+        ws = backend.workspace(journal_bytes=64)
+        ws.write("a.txt", "a" * 30 + "\n")
+        cp = ws.checkpoint()
+        ws.write("a.txt", "b" * 30 + "\n")
+        ws.write("a.txt", "c" * 30 + "\n")  # holds: b..b (pre) and c..c (tip): a..a dropped
+        result = ws.rewind(cp)
+        assert result.restored == [] and result.refused["a.txt"].code == "unsupported"
+        assert "no longer holds" in result.refused["a.txt"].message
+        assert backend.get("a.txt") == b"c" * 30 + b"\n"
+
+    def test_a_pre_image_over_the_journal_bound_refuses_the_change(
+            self, backend: Backend) -> None:
+        backend.put("big.txt", b"x" * 100)
+        ws = backend.workspace(journal_bytes=50)
+        ws.read("big.txt")
+        with pytest.raises(FsError) as info:
+            ws.write("big.txt", "small\n")
+        assert info.value.code == "too_large" and "journal" in info.value.message
+        assert backend.get("big.txt") == b"x" * 100  # nothing changed
+        with pytest.raises(FsError):
+            ws.fs.rm_file("big.txt")
+        assert backend.exists("big.txt")
+
 
 MERGE = Policy(on_stale="merge")
 TEN = "".join(f"line {i}\n" for i in range(1, 11))

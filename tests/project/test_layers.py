@@ -20,7 +20,7 @@ CORE = ("toolfs.errors", "toolfs.results", "toolfs.render", "toolfs.text", "tool
         "toolfs.escaping", "toolfs.redact", "toolfs.v4a", "toolfs.schemas", "toolfs.tools",
         "toolfs.tools_discovery", "toolfs.discovery",
         "toolfs.backends", "toolfs.policy")
-ABOVE_THE_CORE = ("toolfs.display", "toolfs.workspace", "toolfs.integrations")
+ABOVE_THE_CORE = ("toolfs.display", "toolfs.workspace", "toolfs.integrations", "toolfs.undo")
 
 
 def module_name(path: pathlib.Path) -> str:
