@@ -548,6 +548,22 @@ class AsyncWorkspace:
         """:meth:`Workspace.rewind` on a worker thread."""
         return await self._run(self.sync.rewind, checkpoint)
 
+    async def fork(self, overlay: str | None = None, *,
+                   storage_options: Mapping[str, Any] | None = None) -> AsyncWorkspace:
+        """:meth:`Workspace.fork` (an overlay URL is opened on a worker thread); the
+        fork runs on the same worker threads."""
+        made = await self._run(lambda: self.sync.fork(overlay,
+                                                      storage_options=storage_options))
+        return AsyncWorkspace(made, _pool=self._pool)
+
+    async def commit(self) -> CommitResult:
+        """:meth:`Workspace.commit` on a worker thread."""
+        return await self._run(self.sync.commit)
+
+    async def discard(self) -> None:
+        """:meth:`Workspace.discard` on a worker thread."""
+        await self._run(self.sync.discard)
+
     def new_context(self, **overrides: Any) -> AsyncWorkspace:
         """Another execution context over the same root, on the same worker threads."""
         return AsyncWorkspace(self.sync.new_context(**overrides), _pool=self._pool)
