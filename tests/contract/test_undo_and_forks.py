@@ -641,6 +641,19 @@ class Forks:
         assert not [p for p in backend.fs.find(prefix)
                     if p.rstrip("/") != prefix.rstrip("/")]
 
+    def test_an_overlay_on_another_store(self, backend: Backend, tmp_path: Any) -> None:
+        backend.put("a.txt", b"alpha\n")
+        overlay = str(tmp_path / "overlay")  # a local directory, whatever the base
+        fork = backend.workspace().fork(overlay=overlay)
+        _text(fork, "a.txt")
+        _ok(_edit(fork, "a.txt", "alpha", "ALPHA"))
+        assert (tmp_path / "overlay" / "files" / "a.txt").read_bytes() == b"ALPHA\n"
+        again = backend.workspace().fork(overlay=overlay)
+        assert _text(again, "a.txt") == "ALPHA\n"
+        assert again.commit().ok and backend.get("a.txt") == b"ALPHA\n"
+        again.discard()
+        assert not [p for p in (tmp_path / "overlay").rglob("*") if p.is_file()]
+
     def test_an_overlay_url_belongs_to_one_base_and_lies_outside_it(
             self, backend: Backend) -> None:
         ws = backend.workspace()
@@ -673,6 +686,38 @@ class Forks:
         assert backend.get("a.txt") == b"a\n" and not backend.exists("c.txt")
         assert parent.commit().ok
         assert backend.get("a.txt") == b"child\n" and backend.get("c.txt") == b"c\n"
+
+    def test_a_commit_racing_writers_on_the_base_loses_no_update(self, backend: Backend
+                                                                 ) -> None:
+        backend.put("f.txt", b"head\n" + b"".join(b"pad %d\n" % i for i in range(6))
+                    + b"END\n")
+        ws = backend.workspace(policy=MERGE)
+        fork = ws.fork()
+        _text(fork, "f.txt")
+        _ok(_edit(fork, "f.txt", "head\n", "HEAD (fork)\n"))
+        racer = ws.new_context()
+        wins: list[str] = []
+        started = threading.Event()
+
+        def race() -> None:
+            for i in range(6):
+                marker = f"<racer {i}>"
+                _text(racer, "f.txt")
+                if not _edit(racer, "f.txt", "END", f"{marker}\nEND").is_error:
+                    wins.append(marker)
+                started.set()
+
+        thread = threading.Thread(target=race)
+        thread.start()
+        started.wait(30)
+        result = fork.commit()
+        thread.join()
+        final = backend.get("f.txt").decode()
+        # Every edit the racer made stands, and the fork's change landed exactly when
+        # the commit says so (merged onto the racer's lines, which it does not touch).
+        assert wins and all(m in final for m in wins) and final.count("<racer") == len(wins)
+        assert result.ok == ("HEAD (fork)" in final), (result, final)
+        assert result.ok or result.refused["f.txt"].code == "stale"
 
     def test_parallel_calls_in_one_fork_never_overwrite_each_other(
             self, backend: Backend) -> None:
