@@ -420,7 +420,13 @@ class Workspace:
     def commit(self) -> CommitResult:
         """Land this fork's changes in the workspace it was forked from, all or nothing
         (:meth:`toolfs.undo.fork.Fork.commit`); the fork goes on from there."""
-        return self._guarded(lambda fs: self._forked().commit(fs))
+        def committed(fs: PolicyFileSystem) -> CommitResult:
+            result = self._forked().commit(fs)
+            for err in result.refused.values():
+                self._masked(err)
+            return result
+
+        return self._guarded(committed)
 
     def discard(self) -> None:
         """Drop this fork's changes and its overlay; the fork is spent."""
