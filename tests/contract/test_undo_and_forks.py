@@ -592,6 +592,35 @@ class Forks:
         _ok(_edit(ws, "a.txt", "three", "four"))
         assert _text(fork, "a.txt") == "four\n"
 
+    def test_changes_of_a_fork_while_it_commits_are_refused_reads_go_on(
+            self, backend: Backend) -> None:
+        backend.put("a.txt", b"a\n")
+        ws = backend.workspace()
+        fork = ws.fork()
+        _text(fork, "a.txt")
+        _ok(_edit(fork, "a.txt", "a", "A"))
+        inside, release = threading.Event(), threading.Event()
+
+        def hold(event: FsEvent) -> None:  # the base's hook holds the commit midway
+            if event.type == "fs/write-intent":
+                inside.set()
+                release.wait(30)
+
+        ws.subscribe(hold)
+        results: list[Any] = []
+        committing = threading.Thread(target=lambda: results.append(fork.commit()))
+        committing.start()
+        assert inside.wait(30)
+        try:
+            out = fork.execute("write", {"file_path": "b.txt", "content": "b\n"})
+            assert _code(out) == "denied" and "being committed" in out.text
+            assert _text(fork, "a.txt") == "A\n"  # reads go on
+        finally:
+            release.set()
+            committing.join()
+        assert results[0].ok and backend.get("a.txt") == b"A\n"
+        _ok(fork.execute("write", {"file_path": "b.txt", "content": "b\n"}))
+
     def test_discard_drops_the_changes_and_spends_the_fork(self, backend: Backend
                                                           ) -> None:
         backend.put("a.txt", b"a\n")
