@@ -45,19 +45,23 @@ def _raw_state(backend: Backend, root: str) -> dict[str, bytes]:
 
 
 class _Model:
-    """What the property expects, tracked from the bytes before and after each op."""
+    """What the property expects: per file, the bytes before this context's first change
+    since ``cp``; a conflict is a file whose bytes differ from what this context's last
+    change left (versions here are content digests or MD5 ETags: the same bytes are the
+    same version)."""
 
     def __init__(self) -> None:
         self.first: dict[str, bytes | None] = {}  # my first change since cp: bytes before
-        self.conflict: set[str] = set()  # changed by someone else after my last change
+        self.conflict: set[str] = set()
+
+        self.touched: list[str] = []  # the files the last op of mine changed
 
     def mine(self, name: str, before: bytes | None) -> None:
         self.first.setdefault(name, before)
-        self.conflict.discard(name)  # my change was made on top of theirs (I read it)
+        self.touched.append(name)
 
-    def other(self, name: str, before: bytes | None, after: bytes | None) -> None:
-        if name in self.first and before != after:
-            self.conflict.add(name)
+    def settle(self, left: dict[str, bytes | None], now: dict[str, bytes]) -> None:
+        self.conflict = {n for n in self.first if n in left and now.get(n) != left[n]}
 
 
 def _run_mine(ws: toolfs.Workspace, op: tuple[Any, ...], state: dict[str, bytes],
@@ -117,21 +121,23 @@ def test_rewind_restores_only_this_contexts_work(
         on_stale="merge" if merge else "refuse"))
     cp = ws.checkpoint()
     model = _Model()
+    left: dict[str, bytes | None] = {}  # what my last change to each file left
     for op in ops:
         state = _raw_state(backend, root)
         if op[0].startswith("other_"):
             name = NAMES[op[1]]
             key = f"{root}/{name}"
             if op[0] == "other_write":
-                if state.get(name) == op[2]:
-                    continue  # the same bytes: a change only where versions are etags
                 backend.fs.pipe_file(key, op[2])
-                model.other(name, state.get(name), op[2])
             elif name in state:
                 backend.fs.rm_file(key)
-                model.other(name, state.get(name), None)
         else:
+            model.touched = []
             _run_mine(ws, op, state, model)
+            now = _raw_state(backend, root)
+            for name in model.touched:
+                left[name] = now.get(name)
+    model.settle(left, _raw_state(backend, root))
     # A name this context created and deleted again has nothing of it left to restore.
     touched = {c.path for c in ws.changes(since=cp)} | \
         {c.to_path for c in ws.changes(since=cp) if c.to_path}

@@ -5,13 +5,18 @@
 caller expects the file to be at -- or absent --, the new bytes or a delete, and the
 bytes of the expected version) and lands them all or none, in three phases:
 
-1. **Compute every result first.** Each file is read once (one request) and checked:
+1. **Compute every result first.** Each file is read once (one request; the reads go
+   out together, up to ``max_in_flight`` at a time) and checked:
    at the expected version it is ready; changed by someone else it is refused
    ``stale`` with the diff of that other change (``on_stale="refuse"``), or, with
    ``on_stale="merge"``, the change is merged onto the other one by a three-way line
    merge (:func:`toolfs.merge.merge_write`) and refused when they overlap. Any refusal
    (also ``denied``, ``too_large``, a failed read) refuses the **whole set**, each file
-   with its reason, before anything is written.
+   with its reason, before anything is written. One exception, for the request bound:
+   on object stores a file to be *created* is not read first -- its conditional create
+   (``If-None-Match``) refuses a file made meanwhile, and the store's create already
+   spends a request checking the name is no directory. Creates are written first, so
+   such a refusal rolls back at most other new files.
 2. **Write each file conditionally** on the version that was checked (the backends'
    conditional puts: ``Create``, ``Update``; deletes on ``Update``), through the
    policy's one commit point, so the ledger, events and journal see every write.
@@ -28,8 +33,9 @@ bytes of the expected version) and lands them all or none, in three phases:
 reader may see some files new and others old while the commit runs (or rolls back);
 what is guaranteed is that the commit never *ends* as a mix without saying so.
 
-Cost on object stores, in the best case (nothing stale, nothing fails): one read and
-one conditional write per file, ``2N`` requests for ``N`` files, ``N`` of them writes.
+Cost on object stores, in the best case (nothing stale, nothing fails): two requests
+per file, ``2N`` for ``N`` files, ``N`` of them conditional writes (an update or a
+delete: a read and the write; a create: the store's directory check and the write).
 """
 
 from __future__ import annotations
@@ -122,9 +128,39 @@ def commit_all(fs: PolicyFileSystem, changes: Sequence[Planned], *,
         seen.add(plan.path)
     steps: list[_Step] = []
     refused: dict[str, FsError] = {}
+    targets: dict[str, Target] = {}
     for plan in changes:  # phase 1: every result first, nothing written
         try:
-            step = _check(fs, plan, on_stale)
+            targets[plan.path] = _target(fs, plan)
+        except FsError as err:
+            refused[plan.path] = err
+    # A create on an object store is not read first: its own condition (If-None-Match)
+    # finds a file made meanwhile, and the store's create already spends a request on
+    # its directory check; creates are written first, so such a refusal has at most
+    # other new files to roll back. Everything else: one read per file, up to
+    # max_in_flight at once (get_many spends no request explaining a 404).
+    blind = {plan.path for plan in changes if plan.path in targets and plan.expected is None
+             and plan.new is not None and fs.store.conditions_by_service}
+    wanted = [t.backend_path for p, t in targets.items() if p not in blind]
+    found: dict[str, Blob | FsError] = {}
+    if fs.store.conditions_by_service and wanted:  # remote: the reads go out together
+        found = dict(fs.store.get_many(wanted, max_in_flight=fs.max_in_flight,
+                                       length=fs.size_cap + 1))
+    else:  # local stores: get (a listing's get_many has stat versions there, not digests)
+        for key in wanted:
+            try:
+                found[key] = fs.store.get(key, length=fs.size_cap + 1)
+            except FsError as err:
+                found[key] = err
+    for plan in changes:
+        target = targets.get(plan.path)
+        if target is None:
+            continue
+        if plan.path in blind:
+            steps.append(_Step(plan, target, plan.new, None, None))
+            continue
+        try:
+            step = _check(fs, plan, target, found[target.backend_path], on_stale)
         except FsError as err:
             refused[plan.path] = err
             continue
@@ -134,8 +170,11 @@ def commit_all(fs: PolicyFileSystem, changes: Sequence[Planned], *,
     if refused:
         return CommitResult(committed=[], refused=refused,
                             states=dict.fromkeys(paths, "old"))
-    # Writes first, deletes last: a file moved back is never missing from both places.
-    order = [s for s in steps if s.data is not None] + [s for s in steps if s.data is None]
+    # Creates first (see above), then updates, deletes last: a file moved back is never
+    # missing from both places.
+    order = [s for s in steps if s.data is not None and s.condition is None] + \
+        [s for s in steps if s.data is not None and s.condition is not None] + \
+        [s for s in steps if s.data is None]
     failure: tuple[_Step, FsError] | None = None
     for step in order:  # phase 2: each file on the version checked
         try:
@@ -175,16 +214,26 @@ def commit_all(fs: PolicyFileSystem, changes: Sequence[Planned], *,
                                                  if s.done and states[s.plan.path] == "new"})
 
 
-def _check(fs: PolicyFileSystem, plan: Planned, on_stale: OnStale) -> _Step | None:
-    """Phase 1 for one file: the step to take, ``None`` when nothing is to be done,
-    or a refusal (raised)."""
-    op: Literal["write", "delete"] = "write" if plan.new is not None else "delete"
-    target = fs._writable(plan.path, op, via_store=True)
+def _target(fs: PolicyFileSystem, plan: Planned) -> Target:
+    """The confined path of a planned change, refused early when it may not change."""
+    target = fs._writable(plan.path, "write" if plan.new is not None else "delete",
+                          via_store=True)
     if plan.new is not None and len(plan.new) > fs.size_cap:
         fs._check_cap(target, len(plan.new), "change")
-    current = fs._current(target)  # one request: the bytes and version there now
-    if isinstance(current, FsError):
-        raise fs._fail(current, target, op)
+    return target
+
+
+def _check(fs: PolicyFileSystem, plan: Planned, target: Target, read: Blob | FsError,
+           on_stale: OnStale) -> _Step | None:
+    """Phase 1 for one file, given its current bytes (``read``): the step to take,
+    ``None`` when nothing is to be done, or a refusal (raised)."""
+    op: Literal["write", "delete"] = "write" if plan.new is not None else "delete"
+    current: Blob | None = None
+    if isinstance(read, FsError):
+        if read.code != "not_found" or read.details.get("bucket"):
+            raise fs._fail(read, target, op)
+    else:
+        current = read
     now = current.version if current is not None else None
     if current is not None and not current.complete:  # its old bytes could not come back
         raise fs._fail(fs_error(
@@ -248,6 +297,10 @@ def _write(fs: PolicyFileSystem, step: _Step) -> None:
     put = Create() if step.condition is None else Update(step.condition, known=step.old)
     outcome = fs._store_put(step.target, step.data, put, "write")
     if not isinstance(outcome, Commit):  # changed since phase 1: caught by its condition
+        if step.condition is None:  # (the policy would say "read it first")
+            outcome = fs_error("stale", f"{escape_undecodable(step.target.display)} was "
+                               "created by someone else meanwhile", path=step.target.display,
+                               details={"exists": False, "expected_version": None})
         raise fs._fail(outcome, step.target, "write")
     step.written, step.done = outcome.version, True
 
