@@ -96,6 +96,10 @@ class Workspace:
     (``backend_error`` saying what is unknown; see :mod:`toolfs.deadline`).
     ``Workspace(..., policy=toolfs.Policy(on_stale="merge"))`` merges a change made from
     an outdated version when it does not overlap the other change (docs/policy.md).
+    ``journal`` (an fsspec URL; default: in memory), ``journal_options`` (its storage
+    options; default: ``storage_options``) and ``journal_bytes`` (default 256 MiB): the
+    journal of this context's changes, for :meth:`changes` and :meth:`rewind`
+    (docs/policy.md, "Undo and forks").
     """
 
     def __init__(
@@ -139,11 +143,14 @@ class Workspace:
             subscribers = [self.audit, *options.pop("subscribers", [])]
             journal_url = options.pop("journal", None)
             journal_bytes = options.pop("journal_bytes", JOURNAL_BYTES)
+            journal_options = options.pop("journal_options", None)
             self.fs = PolicyFileSystem(fs, path, policy=policy, subscribers=subscribers,
                                        **options)
             self.journal: Journal = open_journal(self.fs, journal_url,
                                                  journal_bytes=journal_bytes,
-                                                 storage_options=self._storage_options)
+                                                 storage_options=self._storage_options
+                                                 if journal_options is None
+                                                 else journal_options)
             self.fs.journal = self.journal
         except FsError as err:
             masked = self._masked(err)

@@ -174,3 +174,13 @@ def test_bench_big_prefix() -> None:
     done = run("bench_big_prefix.py", timeout=300)  # --tiny: 300 objects on moto
     assert_table(done)
     assert "| streamed" in done.stdout and "whole listing first" in done.stdout, done.stdout
+
+
+def test_bench_undo() -> None:
+    if not _s3_ready():
+        import pytest
+
+        pytest.skip("needs s3fs and moto")
+    done = run("bench_undo.py", timeout=300)
+    assert_table(done)
+    assert "| S3 versioned" in done.stdout and ": True |" in done.stdout, done.stdout

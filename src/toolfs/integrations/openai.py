@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from toolfs.errors import FsError, fs_error
 from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
+from toolfs.policy.recorder import move_scope
 from toolfs.render import MAX_OUTPUT_CHARS, ToolOutput, bound_text, render_output
 from toolfs.results import PatchResult
 from toolfs.text import decode
@@ -199,7 +200,8 @@ def _update(fs: PolicyFileSystem, op: PatchOperation, require_read: bool) -> Pat
         return PatchResult(path=commit.path, action="updated", version=commit.version,
                            size=commit.size, hunks=outcome.hunks, added=outcome.added,
                            removed=outcome.removed)
-    moved = _move(fs, f, op, data)
+    with move_scope(f.path, dest.display):
+        moved = _move(fs, f, op, data)
     return moved.model_copy(update={"hunks": outcome.hunks, "added": outcome.added,
                                     "removed": outcome.removed})
 

@@ -284,6 +284,9 @@ def _stale(fs: PolicyFileSystem, target: Target, plan: Planned, current: Blob | 
             diff = None
     details["diff"] = diff.text if diff is not None else None
     details["diff_complete"] = diff is not None and diff.complete
+    if before is None:
+        message += ("; the bytes it had at the expected version are no longer held, so "
+                    "that change cannot be shown")
     return fs_error("stale", message, path=target.display, details=details)
 
 

@@ -38,7 +38,7 @@ from typing import Any, Literal, Protocol
 
 from toolfs.errors import fs_error
 from toolfs.policy.recorder import PendingChange
-from toolfs.undo.model import Change, Checkpoint
+from toolfs.undo.model import Change, Changes, Checkpoint
 from toolfs.versions import FileVersion
 
 _log = logging.getLogger("toolfs.undo")
@@ -96,6 +96,8 @@ class Sink(Protocol):
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None: ...
 
+    def save_pre_image(self, key: str, data: bytes) -> str: ...
+
     def pre_image(self, record: Record) -> bytes | None: ...
 
 
@@ -106,25 +108,31 @@ class _Token:
     before: FileVersion | None
     kind: RecordKind
     pre_version: str | None
+    persisted_pre: str | None = None
 
 
 class Journal:
     """One context's journal (see the module docstring); thread-safe."""
 
     def __init__(self, *, journal_bytes: int = JOURNAL_BYTES, size_cap: int | None = None,
-                 versioned: bool = False,
+                 names: Callable[[FileVersion], str | None] | None = None,
                  read_version: Callable[[str, FileVersion], bytes | None] | None = None,
                  sink: Sink | None = None, records: Iterable[Record] = (),
-                 checkpoints: Iterable[Checkpoint] = ()) -> None:
+                 checkpoints: Iterable[Checkpoint] = (),
+                 read_current: Callable[[str, FileVersion], bytes | None] | None = None
+                 ) -> None:
         if isinstance(journal_bytes, bool) or not isinstance(journal_bytes, int) \
                 or journal_bytes < 0:
             raise fs_error("invalid_arguments",
                            "journal_bytes must be a non-negative integer")
         self.journal_bytes = journal_bytes
         self.size_cap = size_cap
-        self.versioned = versioned
-        """The store keeps old versions: pre-images are named by version id."""
+        self._names = names if read_version is not None else None
+        """The id the store keeps an old version under (versioned buckets), if any."""
         self._read_version = read_version
+        self._read_current = read_current
+        """Reads a file's bytes if it is still at a version (for a diff's after side that
+        is no longer held; one request)."""
         self._sink = sink
         self._lock = threading.Lock()
         self._records: list[Record] = list(records)
@@ -142,31 +150,37 @@ class Journal:
     def before_change(self, change: PendingChange) -> object:
         kind: RecordKind | None = change.kind
         before, pre = change.before, change.pre_image
+        unheld = kind is None or (kind != "created" and pre is None)
         pre_version = None
-        if kind is None or (kind != "created" and pre is None):
-            # Not held: name the version the store keeps, or read the bytes (one request).
-            if kind is not None and before is not None and self.versioned \
-                    and before.version_id:
-                pre_version = before.version_id
-            else:
-                if change.read_pre_image is None:
-                    raise fs_error("unsupported", f"{change.path}: the bytes this change "
-                                   "replaces cannot be journaled", path=change.path)
-                self.requests += 1
-                data, version = change.read_pre_image()
-                if kind is None:
-                    kind = "created" if version is None else "updated"
-                before = version if version is not None else before
-                if version is not None and data is None:  # over the whole-file cap
-                    if not (self.versioned and version.version_id):
-                        raise self._too_large(change.path, None)
-                    pre_version = version.version_id
-                pre = data
-        if pre is not None and (len(pre) > self.journal_bytes or (
+        if kind is not None and (unheld or self._sink is not None):
+            # Not held, or to be persisted: an old version the store keeps is enough.
+            pre_version = self._name(before)
+        if unheld and pre_version is None:
+            # Not held, and no old version to name: read the bytes (one request).
+            if change.read_pre_image is None:
+                raise fs_error("unsupported", f"{change.path}: the bytes this change "
+                               "replaces cannot be journaled", path=change.path)
+            self.requests += 1
+            data, version = change.read_pre_image()
+            if kind is None:
+                kind = "created" if version is None else "updated"
+            before = version if version is not None else before
+            pre_version = self._name(version)
+            if version is not None and data is None and pre_version is None:
+                raise self._too_large(change.path, None)  # over the whole-file cap
+            pre = data
+        if pre is not None and pre_version is None and (len(pre) > self.journal_bytes or (
                 self.size_cap is not None and len(pre) > self.size_cap)):
             raise self._too_large(change.path, len(pre))
         assert kind is not None
-        return _Token(change, pre, before, kind, pre_version)
+        persisted = None
+        if self._sink is not None and pre is not None and pre_version is None:
+            # Before the change: the bytes it replaces are safe before they are gone.
+            persisted = self._sink.save_pre_image(change.key, pre)
+        return _Token(change, pre, before, kind, pre_version, persisted)
+
+    def _name(self, version: FileVersion | None) -> str | None:
+        return None if version is None or self._names is None else self._names(version)
 
     def after_change(self, token: object, after: FileVersion | None,
                      data: bytes | None) -> None:
@@ -176,7 +190,8 @@ class Journal:
                         before=token.before, after=after,
                         at=datetime.datetime.now(datetime.UTC), tool=change.tool,
                         move=change.move, pre_image=token.pre_image,
-                        pre_version=token.pre_version, after_bytes=data)
+                        pre_version=token.pre_version, after_bytes=data,
+                        persisted_pre=token.persisted_pre)
         with self._lock:
             record.position = next(self._next)
             for old in reversed(self._records):  # the file's previous tip: not any more
@@ -253,6 +268,20 @@ class Journal:
             return self._sink.pre_image(record)
         return None
 
+    def _bytes_at(self, key: str, version: FileVersion) -> bytes | None:
+        """The bytes of ``key`` at ``version`` when the store still has them (the file
+        is still there, or the store keeps the version): for a diff, never a restore."""
+        vid = self._name(version)
+        try:
+            if vid is not None and self._read_version is not None:
+                return self._read_version(key, version.model_copy(
+                    update={"version_id": vid}))
+            if self._read_current is not None:
+                return self._read_current(key, version)
+        except Exception:  # a diff that cannot be shown says so; nothing else depends on it
+            return None
+        return None
+
     def checkpoint(self, label: str | None = None) -> Checkpoint:
         """A checkpoint at the current position."""
         cp = Checkpoint(id=uuid.uuid4().hex[:12], label=label,
@@ -288,7 +317,7 @@ class Journal:
         with self._lock:
             return sorted(self._checkpoints.values(), key=lambda c: (c.position, c.created_at))
 
-    def changes(self, since: int = 0) -> list[Change]:
+    def changes(self, since: int = 0) -> Changes:
         """The changes from position ``since`` on, oldest first; the copy and the delete
         of one move are one ``moved`` change."""
         records = self.records(since)
@@ -322,7 +351,7 @@ class Journal:
                               to_path=None, at=r.at, tool=r.tool, position=r.position,
                               _load=self._loader(r, r, later)))
         out.sort(key=lambda c: c.position)
-        return out
+        return Changes(out)
 
     def _loader(self, first: Record, last: Record, later: dict[int, Record]
                 ) -> Callable[[], tuple[bytes | None, bytes | None]]:
@@ -337,6 +366,8 @@ class Journal:
                     tip = next((r for r in self._records if r.position == last.position),
                                None)
                 after = tip.after_bytes if tip is not None else None
+            if after is None and last.after is not None:
+                after = self._bytes_at(last.key, last.after)
             return before, after
         return load
 

@@ -103,6 +103,12 @@ class Change:
         return head + diff.text
 
 
+class Changes(list[Change]):
+    """What :meth:`~toolfs.Workspace.changes` returns: a plain list of
+    :class:`Change`, oldest first, which a notebook shows as HTML diffs
+    (:mod:`toolfs.display`)."""
+
+
 @dataclass(frozen=True)
 class CommitResult:
     """What an all-or-nothing commit of several files did
