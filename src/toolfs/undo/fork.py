@@ -142,7 +142,7 @@ class Fork:
             # committed), and the fork's context has observed the versions committed.
             for rec in records:
                 version = result.versions.get(rec.rel)
-                key = state.roots.join(rec.rel)
+                key = _ledger_key(child, rec.rel)
                 state.drop_record(rec)
                 if rec.state == "deleted":
                     child.ledger.record(key, None)
@@ -173,6 +173,15 @@ class Fork:
     def discard(self) -> None:
         """Drop the overlay and every object it holds; the fork is spent."""
         self.state.close(DISCARDED)
+
+
+def _ledger_key(fs: PolicyFileSystem, rel: str) -> str:
+    """The key ``fs``'s ledger records ``rel`` under (its backend path, through any
+    symlink the root's path holds)."""
+    try:
+        return fs.jail.resolve(rel).backend_path
+    except FsError:
+        return fs.jail.join(rel)
 
 
 def _bottom(fs: AbstractFileSystem) -> AbstractFileSystem:
