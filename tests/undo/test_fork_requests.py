@@ -109,3 +109,22 @@ def test_a_change_in_a_fork_costs_the_base_one_read_then_nothing(cloud: Any) -> 
         assert all("g.txt" in r.path or "g.txt" in r.query for r in reqs), _listed(reqs)
     print(f"\n{cloud.name}: a fork's first change of a base file: 1 request to the "
           "base; later changes of it: 0")
+
+
+def test_a_change_in_a_fork_at_an_overlay_url_costs_the_overlay_3_then_1(cloud: Any
+                                                                        ) -> None:
+    overlay = str(cloud.fs.unstrip_protocol(f"{cloud.root}-overlay-{uuid.uuid4().hex[:6]}"))
+    cloud.put("f.txt", b"one\ntwo\n")
+    fork = cloud.workspace().fork(overlay=overlay)
+    fork.read("f.txt")
+    _, first = _counted(cloud, lambda: fork.edit("f.txt", "one", "ONE"))
+    _, later = _counted(cloud, lambda: fork.edit("f.txt", "two", "TWO"))
+    print(f"\n{cloud.name}: a change in a fork at an overlay URL: first {len(first)} "
+          f"requests (1 read of the base, {len(first) - 1} writes to the overlay), "
+          f"later {len(later)}")
+    # The base's conditional read; then the bytes, the pre-image and the record, each
+    # one unconditional PUT of the overlay's own key (no directory checks).
+    assert len(first) == 4 and first[0].method == "GET", _listed(first)
+    assert all(r.method in WRITES for r in first[1:]), _listed(first)
+    assert len(later) == 1 and later[0].method in WRITES, _listed(later)  # the bytes
+    assert cloud.get("f.txt") == b"one\ntwo\n"

@@ -73,6 +73,7 @@ from toolfs.backends import (
     Update,
     store_for,
 )
+from toolfs.backends.objectstore import ObjectStore
 from toolfs.errors import FsError, fs_error
 from toolfs.policy.recorder import current_move, current_tool
 from toolfs.versions import FileVersion
@@ -208,6 +209,24 @@ class OverlayState:
         digest = hashlib.sha256(rel.encode("utf-8", "surrogatepass")).hexdigest()[:40]
         return self._key("meta", f"{digest}.json")
 
+    def store(self, key: str, data: bytes, mode: PutMode) -> FileVersion:
+        """Store one of the overlay's own objects. An unconditional write on an object
+        store is one PUT: the adapter's checks before a create (a listing that the name
+        is no directory, a HEAD per parent) guard the names a user gives, not these
+        keys, which only the overlay makes."""
+        upper: Any = self.upper
+        if isinstance(mode, Overwrite) and isinstance(upper, ObjectStore):
+            bucket, name = upper._split(key)
+            try:
+                version: FileVersion = upper._sync(upper._write(bucket, name, data, mode, key))
+            except FsError:
+                raise
+            except Exception as exc:  # the client's own error (connection, auth...)
+                raise fs_error("backend_error", f"{key}: {type(exc).__name__}: {exc}",
+                               path=key) from exc
+            return version
+        return self.upper.put(key, data, mode)
+
     # -- who may change it, and when ----------------------------------------------
 
     def check_open(self) -> None:
@@ -281,8 +300,13 @@ class OverlayState:
         return None
 
     def put_record(self, rec: Record) -> None:
-        """Keep ``rec`` (its bytes already stored): in the upper, then in memory."""
-        self.upper.put(self.meta_key(rec.rel), json.dumps(rec.to_json()).encode(),
+        """Keep ``rec`` (its bytes already stored): in the upper, then in memory. A
+        record the upper already holds as it is (a later change of the same file:
+        only the version of its bytes moved, which a reopened overlay lists) costs no
+        request."""
+        held = self.records.get(rec.rel)
+        if held is None or held.to_json() != rec.to_json():
+            self.store(self.meta_key(rec.rel), json.dumps(rec.to_json()).encode(),
                        Overwrite())
         with self._lock:
             self.records[rec.rel] = rec
@@ -619,7 +643,7 @@ class OverlayStore(Store):
             now = time.time()
             if rec is not None and rec.state == "written":
                 try:
-                    version = state.upper.put(key, data, mode)
+                    version = state.store(key, data, mode)
                 except FsError as err:
                     raise _in_base_terms(err, key, path) from err.__cause__
                 state.put_record(replace(rec, version=version, size=len(data), mtime=now))
@@ -627,7 +651,7 @@ class OverlayStore(Store):
             if rec is not None:  # a whiteout: the file is absent in the fork
                 if isinstance(mode, Update):
                     raise fs_error("stale", f"{path} was deleted", path=path)
-                version = state.upper.put(key, data, Overwrite())
+                version = state.store(key, data, Overwrite())
                 state.put_record(replace(rec, state="written", version=version,
                                          size=len(data), mtime=now))
                 return version
@@ -637,9 +661,9 @@ class OverlayStore(Store):
                                f"directory, in {path}", path=path,
                                details={"file": self._rel_path(parent)})
             base, pre = self._base_of(path, mode, deleting=False)
-            version = state.upper.put(key, data, Overwrite())
+            version = state.store(key, data, Overwrite())
             if pre is not None:
-                state.upper.put(state.pre_key(rel), pre, Overwrite())
+                state.store(state.pre_key(rel), pre, Overwrite())
             state.put_record(Record(rel=rel, state="written", base=base, version=version,
                                     size=len(data), mtime=now, tool=_tool("write"),
                                     pre=pre is not None, move=_move()))
@@ -670,7 +694,7 @@ class OverlayStore(Store):
                 raise fs_error("not_found", f"{path} does not exist", path=path)
             base, pre = self._base_of(path, mode, deleting=True)
             if pre is not None:
-                state.upper.put(state.pre_key(rel), pre, Overwrite())
+                state.store(state.pre_key(rel), pre, Overwrite())
             state.put_record(Record(rel=rel, state="deleted", base=base, mtime=time.time(),
                                     tool=_tool("delete"), pre=pre is not None,
                                     move=_move()))
