@@ -318,6 +318,26 @@ class UndoJournal:
             ws.fs.rm_file("big.txt")
         assert backend.exists("big.txt")
 
+    def test_commit_all_rolls_back_when_a_file_changes_between_check_and_write(
+            self, backend: Backend) -> None:
+        _seed(backend, {"a.txt": b"a\n", "b.txt": b"b\n", "c.txt": b"c\n"})
+        ws = backend.workspace()
+        seen = _versions(ws, ["a.txt", "b.txt", "c.txt"])
+
+        def meddle(event: FsEvent) -> None:  # after phase 1 checked c.txt, before its write
+            if event.type == "fs/write-intent" and event.path == "b.txt":
+                backend.put("c.txt", b"someone else\n")
+
+        ws.subscribe(meddle)
+        result = commit_all(ws.fs, [
+            Planned(p, seen[p][0], p.upper().encode(), seen[p][1])
+            for p in ("a.txt", "b.txt", "c.txt")])
+        assert not result.ok and result.refused["c.txt"].code == "stale"
+        assert result.states == {"a.txt": "old", "b.txt": "old", "c.txt": "old"}
+        assert sorted(result.rolled_back) == ["a.txt", "b.txt"]
+        assert backend.get("a.txt") == b"a\n" and backend.get("b.txt") == b"b\n"
+        assert backend.get("c.txt") == b"someone else\n"  # theirs, untouched
+
 
 MERGE = Policy(on_stale="merge")
 TEN = "".join(f"line {i}\n" for i in range(1, 11))

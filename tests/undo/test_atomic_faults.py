@@ -135,3 +135,26 @@ def test_the_kth_put_failing_leaves_every_file_all_old_or_all_new(
         assert set(result.states.values()) == {"old"}, result.states
         assert stored == OLD
         assert any(err.code == "backend_error" for err in result.refused.values())
+
+
+def test_a_commit_past_its_deadline_rolls_back_under_its_own(
+        s3_backend: S3Backend, proxy: FaultProxy) -> None:
+    import time
+
+    from toolfs import deadline
+    from toolfs.policy.events import FsEvent
+
+    ws, direct = _setup(s3_backend, proxy)
+    plans = _plan(ws)
+
+    def slow_third(event: FsEvent) -> None:  # the call's time runs out before the 3rd
+        if event.type == "fs/write-intent" and event.path == "a.txt":
+            time.sleep(1.2)
+
+    ws.subscribe(slow_third)
+    with deadline.scope(1.0):
+        result = commit_all(ws.fs, plans)
+    assert not result.ok
+    assert any(e.code == "backend_error" for e in result.refused.values()), result.refused
+    assert set(result.states.values()) == {"old"}, result.states
+    assert {f: _stored(direct, s3_backend, f) for f in FILES} == OLD
