@@ -39,7 +39,8 @@ from toolfs.errors import FsError, fs_error
 from toolfs.policy.filesystem import PolicyFileSystem
 from toolfs.undo.atomic import Planned, commit_all
 from toolfs.undo.model import Change, ChangeKind, CommitResult
-from toolfs.undo.overlay import OverlayFileSystem, OverlayState, Record, private_memory
+from toolfs.undo.overlay import OverlayState, Record, private_memory
+from toolfs.undo.overlay_fs import OverlayFileSystem
 
 __all__ = ["Fork", "open_fork"]
 

@@ -5,11 +5,11 @@ pieces made here, both in the base's own path space (a path in the fork is the p
 the same file in the base, so the fork keeps the base's root, confinement and deny rules,
 and the base context's observations carry over):
 
-* :class:`OverlayStore`, the conditional store every read and change of the fork goes
-  through; and
-* :class:`OverlayFileSystem`, the fsspec face of the same merged view for the policy's
-  lookups (``info``, ``ls``, ``find``, ``walk``...), forwarding each method explicitly as
-  fsspec's ``DirFileSystem`` does.
+* :class:`~toolfs.undo.overlay_store.OverlayStore`, the conditional store every read and
+  change of the fork goes through; and
+* :class:`~toolfs.undo.overlay_fs.OverlayFileSystem`, the fsspec face of the same merged
+  view for the policy's lookups (``info``, ``ls``, ``find``, ``walk``...), forwarding
+  each method explicitly as fsspec's ``DirFileSystem`` does.
 
 Both read :class:`OverlayState`: the fork's changes, one :class:`Record` per path, and the
 *upper* filesystem that holds their bytes (a private in-memory filesystem, or a prefix at
@@ -50,32 +50,19 @@ from __future__ import annotations
 import contextlib
 import datetime
 import hashlib
-import itertools
 import json
 import threading
 import time
-import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from fsspec.implementations.memory import MemoryFileSystem
 from fsspec.spec import AbstractFileSystem
 
-from toolfs.backends import (
-    Blob,
-    Capabilities,
-    Create,
-    Entry,
-    Overwrite,
-    PutMode,
-    Store,
-    Update,
-    store_for,
-)
+from toolfs.backends import Create, Overwrite, PutMode, Store, store_for
 from toolfs.backends.objectstore import ObjectStore
 from toolfs.errors import FsError, fs_error
-from toolfs.policy.recorder import current_move, current_tool
 from toolfs.versions import FileVersion
 
 RecordState = Literal["written", "deleted"]
@@ -155,12 +142,12 @@ class _Roots:
         return f"{self.root.rstrip('/')}/{rel}"
 
 
-def _under(rel: str, prefix: str) -> bool:
+def is_below(rel: str, prefix: str) -> bool:
     """Whether ``rel`` lies strictly below the directory ``prefix`` (``""``: the root)."""
     return not prefix or rel.startswith(prefix + "/")
 
 
-def _parents(rel: str) -> Iterator[str]:
+def parents(rel: str) -> Iterator[str]:
     """The directories above ``rel``, innermost first (``a/b`` and ``a`` for ``a/b/c``)."""
     parts = rel.split("/")
     for n in range(len(parts) - 1, 0, -1):
@@ -284,16 +271,16 @@ class OverlayState:
     def under(self, prefix: str) -> list[Record]:
         """The records strictly below the directory ``prefix``."""
         with self._lock:
-            return [r for r in self.records.values() if _under(r.rel, prefix)]
+            return [r for r in self.records.values() if is_below(r.rel, prefix)]
 
     def written_under(self, prefix: str) -> bool:
         with self._lock:
-            return any(r.state == "written" and _under(r.rel, prefix)
+            return any(r.state == "written" and is_below(r.rel, prefix)
                        for r in self.records.values())
 
     def written_parent(self, rel: str) -> str | None:
         """A directory above ``rel`` that the fork holds as a file, if any."""
-        for parent in _parents(rel):
+        for parent in parents(rel):
             rec = self.records.get(parent)
             if rec is not None and rec.state == "written":
                 return parent
@@ -427,488 +414,3 @@ def private_memory() -> MemoryFileSystem:
     """An in-memory filesystem of its own (not fsspec's shared ``memory://``)."""
     fs = MemoryFileSystem(global_store=False, skip_instance_cache=True)
     return fs
-
-
-def _tool(default: str) -> str:
-    """The call making the running change (the journal's :func:`tool_scope`)."""
-    return current_tool() or default
-
-
-def _move() -> tuple[str, str] | None:
-    """``(from, to)`` when the running change is half of a move."""
-    move = current_move()
-    return None if move is None else (move[1], move[2])
-
-
-def _in_base_terms(err: FsError, key: str, path: str) -> FsError:
-    """An upper store's refusal, naming the base path instead of the upper key."""
-    err.message = err.message.replace(key, path)
-    err.args = (err.message,)
-    err.path = path
-    return err
-
-
-class OverlayStore(Store):
-    """The conditional store of a fork: the merged view (see the module docstring)."""
-
-    name: ClassVar[str] = "overlay"
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        atomic=True, cross_process=False, digest_versions=False)
-
-    def __init__(self, state: OverlayState, fs: OverlayFileSystem) -> None:
-        base = state.base_store
-        super().__init__(fs, root=base.root, size_cap=base.size_cap)
-        self.state = state
-        self.base = base
-        # What the policy reads of a store's capabilities follows the base: symlinks
-        # are resolved on the base's disk as the base resolves them, and the cheap
-        # "did you mean" listing is offered where the base offers it.
-        self.__dict__["capabilities"] = replace(
-            base.capabilities, atomic=True, cross_process=False, digest_versions=False,
-            removes_empty_dirs=False)
-        self.folds_case = base.folds_case
-
-    # -- paths ---------------------------------------------------------------------
-
-    def _rel(self, path: str) -> str | None:
-        return self.state.roots.rel(path)
-
-    def _changeable(self, path: str) -> str:
-        rel = self._rel(path)
-        if not rel:
-            raise fs_error("outside_root", f"{path} is not a file inside the fork's root",
-                           path=path)
-        self.base.check_path(path)
-        return rel
-
-    def check_root(self) -> None:
-        self.base.check_root()
-
-    def check_path(self, path: str) -> None:
-        self.base.check_path(path)
-
-    def is_root(self, path: str) -> bool:
-        return self.base.is_root(path)
-
-    # -- reads ---------------------------------------------------------------------
-
-    def get(self, path: str, *, start: int = 0, length: int | None = None,
-            if_version: FileVersion | None = None) -> Blob:
-        self.state.check_open()
-        rel = self._rel(path)
-        for _ in range(2):
-            rec = self.state.record(rel) if rel else None
-            if rec is None:
-                if rel and (parent := self.state.written_parent(rel)) is not None:
-                    raise fs_error("not_a_file", f"{self._rel_path(parent)} is a file, not "
-                                   f"a directory, in {path}", path=path,
-                                   details={"file": self._rel_path(parent)})
-                return self.base.get(path, start=start, length=length,
-                                     if_version=if_version)
-            if rec.state == "deleted":
-                raise fs_error("not_found", f"{path} does not exist", path=path)
-            key = self.state.file_key(rec.rel)
-            try:
-                return self.state.upper.get(key, start=start, length=length,
-                                            if_version=if_version)
-            except FsError as err:
-                if err.code == "not_found" and self.state.record(rel or "") != rec:
-                    continue  # committed or changed meanwhile: look again
-                raise _in_base_terms(err, key, path) from err.__cause__
-        return self.base.get(path, start=start, length=length, if_version=if_version)
-
-    def _rel_path(self, rel: str) -> str:
-        return self.state.roots.join(rel)
-
-    def _falls_through(self, path: str) -> bool:
-        rel = self._rel(path)
-        return not rel or (self.state.record(rel) is None
-                           and self.state.written_parent(rel) is None)
-
-    def get_many(self, paths: Iterable[str], *, max_in_flight: int = 16,
-                 length: int | None = None) -> Iterator[tuple[str, Blob | FsError]]:
-        """The base's ``get_many`` for the files that fall through (its requests in
-        flight together), the upper's bytes for the fork's own; in input order."""
-        self.state.check_open()
-        window = max(1, max_in_flight)
-        source = iter(paths)
-        while True:
-            chunk = list(itertools.islice(source, window))
-            if not chunk:
-                return
-            through = [p for p in chunk if self._falls_through(p)]
-            fetched: dict[str, list[Blob | FsError]] = {}
-            if through:
-                for p, outcome in self.base.get_many(through, max_in_flight=max_in_flight,
-                                                     length=length):
-                    fetched.setdefault(p, []).append(outcome)
-            for p in chunk:
-                held = fetched.get(p)
-                if held:
-                    yield p, held.pop(0)
-                    continue
-                try:
-                    yield p, self.get(p, length=length)
-                except FsError as err:
-                    yield p, err
-
-    def list_files(self, prefix: str, *, sizes: bool = True) -> Iterator[Entry]:
-        self.state.check_open()
-        rel = self._rel(prefix)
-        if rel is None:
-            yield from self.base.list_files(prefix, sizes=sizes)
-            return
-        records = {r.rel: r for r in self.state.under(rel)}
-        for entry in self.base.list_files(prefix, sizes=sizes):
-            own = self._rel(entry.path)
-            if own is not None and (own in records or (
-                    records and self.state.written_parent(own) is not None)):
-                continue  # the fork's record decides (written: listed below)
-            yield entry
-        for r in records.values():
-            if r.state == "written":
-                yield Entry(path=self._rel_path(r.rel), kind="file", size=r.size,
-                            mtime=r.mtime, version=r.version)
-
-    def list_dir(self, path: str) -> Iterator[Entry]:
-        self.state.check_open()
-        rel = self._rel(path)
-        if rel is None:
-            yield from self.base.list_dir(path)
-            return
-        rec = self.state.record(rel) if rel else None
-        records = self.state.under(rel)
-        written = [r for r in records if r.state == "written"]
-        if rec is not None and rec.state == "written":
-            raise fs_error("not_a_file", f"{path} is a file, not a directory", path=path)
-        if rec is not None and not written:
-            raise fs_error("not_found", f"{path} does not exist", path=path)
-        changed = {r.rel for r in records}
-        deleted_dirs = {p for r in records if r.state == "deleted" for p in _parents(r.rel)}
-        shown: set[str] = set()
-        missing = False
-        try:
-            for entry in self.base.list_dir(path):
-                own = self._rel(entry.path.rstrip("/"))
-                if own is None:
-                    yield entry
-                    continue
-                if entry.kind == "file":
-                    if own in changed:
-                        continue
-                elif own in deleted_dirs and not self._dir_holds(entry.path, own):
-                    continue  # every file the base holds there is deleted in the fork
-                shown.add(own)
-                yield entry
-        except FsError as err:
-            if err.code == "not_found" or (err.code == "not_a_file" and rec is not None):
-                missing = True
-            else:
-                raise
-        head = f"{rel}/" if rel else ""
-        for r in written:
-            child = r.rel[len(head):].split("/", 1)
-            name = head + child[0]
-            if name in shown:
-                continue
-            shown.add(name)
-            if len(child) == 1:
-                yield Entry(path=self._rel_path(name), kind="file", size=r.size,
-                            mtime=r.mtime, version=r.version)
-            else:
-                yield Entry(path=self._rel_path(name), kind="dir")
-        if missing and not shown and not self.base.is_root(path):
-            raise fs_error("not_found", f"{path} does not exist", path=path)
-
-    def _dir_holds(self, backend_dir: str, rel: str) -> bool:
-        """Whether the directory ``rel`` holds a file in the fork's view (the base may
-        keep a directory whose every file the fork deleted: memory and local disk keep
-        empty directories, and so does the fork there)."""
-        if self.base.capabilities.removes_empty_dirs:
-            return True
-        if self.state.written_under(rel):
-            return True
-        changed = {r.rel for r in self.state.under(rel)}
-        return any(self._rel(e.path) not in changed
-                   for e in self.base.list_files(backend_dir, sizes=False))
-
-    # -- changes -------------------------------------------------------------------
-
-    def put(self, path: str, data: bytes, mode: PutMode) -> FileVersion:
-        state = self.state
-        rel = self._changeable(path)
-        with state.changing(), state.turn(rel):
-            rec = state.record(rel)
-            key = state.file_key(rel)
-            now = time.time()
-            if rec is not None and rec.state == "written":
-                try:
-                    version = state.store(key, data, mode)
-                except FsError as err:
-                    raise _in_base_terms(err, key, path) from err.__cause__
-                state.put_record(replace(rec, version=version, size=len(data), mtime=now))
-                return version
-            if rec is not None:  # a whiteout: the file is absent in the fork
-                if isinstance(mode, Update):
-                    raise fs_error("stale", f"{path} was deleted", path=path)
-                version = state.store(key, data, Overwrite())
-                state.put_record(replace(rec, state="written", version=version,
-                                         size=len(data), mtime=now))
-                return version
-            parent = state.written_parent(rel)
-            if parent is not None:
-                raise fs_error("not_a_file", f"{self._rel_path(parent)} is a file, not a "
-                               f"directory, in {path}", path=path,
-                               details={"file": self._rel_path(parent)})
-            base, pre = self._base_of(path, mode, deleting=False)
-            version = state.store(key, data, Overwrite())
-            if pre is not None:
-                state.store(state.pre_key(rel), pre, Overwrite())
-            state.put_record(Record(rel=rel, state="written", base=base, version=version,
-                                    size=len(data), mtime=now, tool=_tool("write"),
-                                    pre=pre is not None, move=_move()))
-            return version
-
-    def delete(self, path: str, mode: Update | Overwrite) -> None:
-        state = self.state
-        rel = self._changeable(path)
-        with state.changing(), state.turn(rel):
-            rec = state.record(rel)
-            if rec is not None and rec.state == "written":
-                key = state.file_key(rel)
-                try:
-                    state.upper.delete(key, mode)
-                except FsError as err:
-                    raise _in_base_terms(err, key, path) from err.__cause__
-                if rec.base is None:  # created in the fork: no change is left
-                    state.drop_record(rec)
-                else:
-                    state.put_record(replace(rec, state="deleted", version=None, size=None,
-                                             mtime=time.time(), move=_move()))
-                return
-            if rec is not None:
-                if isinstance(mode, Update):
-                    raise fs_error("stale", f"{path} was deleted", path=path)
-                raise fs_error("not_found", f"{path} does not exist", path=path)
-            if state.written_parent(rel) is not None:
-                raise fs_error("not_found", f"{path} does not exist", path=path)
-            base, pre = self._base_of(path, mode, deleting=True)
-            if pre is not None:
-                state.store(state.pre_key(rel), pre, Overwrite())
-            state.put_record(Record(rel=rel, state="deleted", base=base, mtime=time.time(),
-                                    tool=_tool("delete"), pre=pre is not None,
-                                    move=_move()))
-
-    def _base_of(self, path: str, mode: PutMode, *, deleting: bool
-                 ) -> tuple[FileVersion | None, bytes | None]:
-        """Check ``mode`` against the base for a file the fork has not changed yet, and
-        return the base version the change is made from (``None``: absent) with its
-        bytes where the change replaces a file (the pre-image: one request, which is
-        also the check; none when the caller holds them)."""
-        cap = self.size_cap + 1
-        try:
-            if isinstance(mode, Create):
-                self.base.get(path, length=1)
-                raise fs_error("stale", f"{path} was created by someone else", path=path)
-            if isinstance(mode, Update):
-                if mode.known is not None:
-                    self.base.get(path, length=1, if_version=mode.expected)
-                    return mode.expected, mode.known
-                blob = self.base.get(path, length=cap, if_version=mode.expected)
-                return mode.expected, blob.data if blob.complete else None
-            blob = self.base.get(path, length=cap)
-            return blob.version, blob.data if blob.complete else None
-        except FsError as err:
-            if err.code != "not_found" or err.details.get("bucket"):
-                raise
-            if isinstance(mode, Update):
-                raise fs_error("stale", f"{path} was deleted", path=path) from err
-            if deleting:
-                raise
-            return None, None
-
-
-class OverlayFileSystem(AbstractFileSystem):  # type: ignore[misc]
-    """The fsspec face of a fork's merged view, in the base's path space (see the
-    module docstring). Lookups only: every change goes through :class:`OverlayStore`."""
-
-    cachable = False
-    protocol: ClassVar[str | tuple[str, ...]] = "toolfs-fork"
-
-    def __init__(self, state: OverlayState) -> None:
-        super().__init__()
-        base = state.base_fs
-        self.state = state
-        self.base = base
-        # The base's path conventions, on this instance: names are the base's own.
-        self.__dict__.update(protocol=base.protocol, root_marker=base.root_marker,
-                             sep=base.sep, _strip_protocol=base._strip_protocol,
-                             _parent=base._parent)
-        self._token = uuid.uuid4().hex  # one content-cache namespace per overlay
-        self.store = OverlayStore(state, self)
-
-    @property
-    def _fs_token(self) -> str:
-        return self._token
-
-    @property
-    def fsid(self) -> str:
-        return f"toolfs-fork-{self._token}"
-
-    def _rel(self, path: str) -> str | None:
-        return self.state.roots.rel(self.base._strip_protocol(path).rstrip("/") or
-                                    self.base._strip_protocol(path))
-
-    def invalidate_cache(self, path: str | None = None) -> None:
-        self.base.invalidate_cache(path)
-
-    def _file_info(self, path: str, rec: Record) -> dict[str, Any]:
-        return {"name": path, "size": rec.size or 0, "type": "file", "mtime": rec.mtime}
-
-    def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
-        self.state.check_open()
-        own = self.base._strip_protocol(path).rstrip("/") or self.base._strip_protocol(path)
-        rel = self.state.roots.rel(own)
-        if rel:
-            rec = self.state.record(rel)
-            if rec is not None and rec.state == "written":
-                return self._file_info(own, rec)
-            if (rec is not None or self.state.written_parent(rel) is not None) \
-                    and not self.state.written_under(rel):
-                raise FileNotFoundError(path)
-        try:
-            info: dict[str, Any] = self.base.info(own, **kwargs)
-        except FileNotFoundError:
-            if rel is not None and self.state.written_under(rel):
-                return {"name": own, "size": 0, "type": "directory"}
-            raise
-        if rel and info.get("type") == "directory" and \
-                not self.store.base.capabilities.removes_empty_dirs and \
-                any(r.state == "deleted" for r in self.state.under(rel)) and \
-                not self.store._dir_holds(own, rel):
-            raise FileNotFoundError(path)
-        return info
-
-    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
-        own = self.base._strip_protocol(path).rstrip("/") or self.base._strip_protocol(path)
-        try:
-            entries = list(self.store.list_dir(own))
-        except FsError as err:
-            if err.code == "not_found":
-                raise FileNotFoundError(path) from err
-            if err.code == "not_a_file":
-                info = self.info(own)
-                return [info] if detail else [info["name"]]
-            raise
-        out = [{"name": e.path, "size": e.size or 0,
-                "type": "directory" if e.kind == "dir" else "file", "mtime": e.mtime}
-               for e in entries]
-        return out if detail else [e["name"] for e in out]
-
-    def find(self, path: str, maxdepth: int | None = None, withdirs: bool = False,
-             detail: bool = False, **kwargs: Any) -> Any:
-        self.state.check_open()
-        own = self.base._strip_protocol(path).rstrip("/") or self.base._strip_protocol(path)
-        rel = self.state.roots.rel(own)
-        if rel:
-            rec = self.state.record(rel)
-            if rec is not None and rec.state == "written":
-                found = {own: self._file_info(own, rec)}
-                return found if detail else sorted(found)
-        try:
-            listed = self.base.find(own, maxdepth=maxdepth, withdirs=withdirs, detail=True)
-        except FileNotFoundError:
-            listed = {}
-        if not isinstance(listed, dict):
-            listed = {name: self.base.info(name) for name in listed}
-        changed = {r.rel: r for r in self.state.under(rel)} if rel is not None else {}
-        itself = self.state.record(rel) if rel else None
-        if itself is not None:  # a whiteout (a written file was answered above)
-            changed[itself.rel] = itself
-        out: dict[str, Any] = {}
-        for name, info in listed.items():
-            key = self.base._strip_protocol(name)
-            mine = self.state.roots.rel(key.rstrip("/"))
-            if mine is not None and (mine in changed
-                                     or self.state.written_parent(mine) is not None):
-                continue
-            out[key] = info
-        if rel is not None:
-            base_depth = rel.count("/") + 1 if rel else 0
-            for r in changed.values():
-                if r.state != "written":
-                    continue
-                depth = r.rel.count("/") + 1 - base_depth
-                if maxdepth is not None and depth > maxdepth:
-                    continue
-                name = self.state.roots.join(r.rel)
-                out[name] = self._file_info(name, r)
-                if withdirs:
-                    for parent in _parents(r.rel):
-                        if not _under(parent, rel):
-                            break
-                        pname = self.state.roots.join(parent)
-                        out.setdefault(pname, {"name": pname, "size": 0,
-                                               "type": "directory"})
-        return out if detail else sorted(out)
-
-    def exists(self, path: str, **kwargs: Any) -> bool:
-        try:
-            self.info(path)
-        except FileNotFoundError:
-            return False
-        return True
-
-    def isfile(self, path: str) -> bool:
-        try:
-            return bool(self.info(path).get("type") == "file")
-        except FileNotFoundError:
-            return False
-
-    def isdir(self, path: str) -> bool:
-        try:
-            return bool(self.info(path).get("type") == "directory")
-        except FileNotFoundError:
-            return False
-
-    def modified(self, path: str) -> datetime.datetime:
-        info = self.info(path)
-        rel = self._rel(path)
-        if rel and self.state.record(rel) is not None:
-            return datetime.datetime.fromtimestamp(info.get("mtime") or 0, datetime.UTC)
-        return self.base.modified(path)  # type: ignore[no-any-return]
-
-    def created(self, path: str) -> datetime.datetime:
-        return self.modified(path)
-
-    def ukey(self, path: str) -> str:
-        info = self.info(path)
-        return hashlib.sha256(repr(sorted(info.items(), key=str)).encode()).hexdigest()
-
-    def cat_file(self, path: str, start: int | None = None, end: int | None = None,
-                 **kwargs: Any) -> bytes:
-        try:
-            blob = self.store.get(path)
-        except FsError as err:
-            if err.code == "not_found":
-                raise FileNotFoundError(path) from err
-            raise
-        return blob.data[start:end]
-
-    def makedirs(self, path: str, exist_ok: bool = False) -> None:
-        """Directories are implied by the files in them, as on object stores: a fork
-        keeps no empty directory of its own."""
-        self.state.check_open()
-        if self.isfile(path):
-            raise FileExistsError(path)
-
-    def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
-        self.makedirs(path, exist_ok=True)
-
-    def _refuse(self, *args: Any, **kwargs: Any) -> None:
-        raise fs_error("denied", "a fork's files change through its workspace only")
-
-    pipe_file = rm_file = rmdir = cp_file = mv = _refuse
-
-    def __repr__(self) -> str:
-        return f"OverlayFileSystem({self.state.url or 'in memory'} over {self.state.identity})"
