@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         WriteArgs,
         tool_definitions,
     )
+    from toolfs.undo.model import Change, Checkpoint, CommitResult, RewindResult
     from toolfs.versions import FileVersion
     from toolfs.workspace import AsyncWorkspace, Workspace
 
@@ -61,14 +62,17 @@ _EXPORTS: dict[str, str] = {
     "tool_definitions": "toolfs.schemas", "ALL_TOOLS": "toolfs.schemas",
     "DEFAULT_TOOLS": "toolfs.schemas",
     "FileVersion": "toolfs.versions",
+    "Change": "toolfs.undo.model", "Checkpoint": "toolfs.undo.model",
+    "CommitResult": "toolfs.undo.model", "RewindResult": "toolfs.undo.model",
     "AsyncWorkspace": "toolfs.workspace", "Workspace": "toolfs.workspace",
 }
 
 __all__ = [
-    "ALL_TOOLS", "DEFAULT_TOOLS", "ERROR_CODES", "AsyncWorkspace", "AuditLog", "EditArgs",
-    "EditResult", "FileVersion", "FsError", "FsEvent", "LedgerSnapshot", "MediaResult",
-    "Policy", "PolicyFileSystem", "ReadArgs", "ReadResult", "ToolImage", "ToolOutput",
-    "Veto", "Workspace", "WriteArgs", "WriteResult", "tool_definitions",
+    "ALL_TOOLS", "DEFAULT_TOOLS", "ERROR_CODES", "AsyncWorkspace", "AuditLog", "Change",
+    "Checkpoint", "CommitResult", "EditArgs", "EditResult", "FileVersion", "FsError",
+    "FsEvent", "LedgerSnapshot", "MediaResult", "Policy", "PolicyFileSystem", "ReadArgs",
+    "ReadResult", "RewindResult", "ToolImage", "ToolOutput", "Veto", "Workspace",
+    "WriteArgs", "WriteResult", "tool_definitions",
 ]
 
 

@@ -66,6 +66,18 @@ def scope(seconds: float | None, *, since: float | None = None) -> Iterator[None
         _at.reset(token)
 
 
+@contextlib.contextmanager
+def grace(seconds: float) -> Iterator[None]:
+    """Within this block, calls end by ``seconds`` from now, *whatever* deadline the
+    caller had (even one already past): for the clean-up a failed call must still do,
+    such as rolling back the files an all-or-nothing commit wrote before it failed."""
+    token = _at.set((time.monotonic() + seconds, seconds))
+    try:
+        yield
+    finally:
+        _at.reset(token)
+
+
 def remaining() -> float | None:
     """Seconds left of the current deadline (may be negative); ``None``: no deadline."""
     current = _at.get()

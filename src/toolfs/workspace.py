@@ -23,6 +23,7 @@ from toolfs.errors import PROTOCOL_EXTRAS, FsError, fs_error, install_hint
 from toolfs.policy.events import AuditLog, Subscriber
 from toolfs.policy.filesystem import DIFF_CHARS, PolicyFileSystem
 from toolfs.policy.ledger import LedgerSnapshot
+from toolfs.policy.recorder import tool_scope
 from toolfs.policy.rules import Policy
 from toolfs.redact import Redactor
 from toolfs.render import (
@@ -59,6 +60,11 @@ from toolfs.schemas import (
 from toolfs.schemas import tool_definitions as _tool_definitions
 from toolfs.tools import notebook as notebook_tools
 from toolfs.tools import search as tools_discovery
+from toolfs.undo.fork import Fork, open_fork
+from toolfs.undo.journal import JOURNAL_BYTES, Journal
+from toolfs.undo.model import Change, Checkpoint, CommitResult, RewindResult
+from toolfs.undo.persist import open_journal
+from toolfs.undo.rewind import rewind as undo_rewind
 
 T = TypeVar("T")
 
@@ -93,6 +99,10 @@ class Workspace:
     (``backend_error`` saying what is unknown; see :mod:`toolfs.deadline`).
     ``Workspace(..., policy=toolfs.Policy(on_stale="merge"))`` merges a change made from
     an outdated version when it does not overlap the other change (docs/policy.md).
+    ``journal`` (an fsspec URL; default: in memory), ``journal_options`` (its storage
+    options; default: ``storage_options``) and ``journal_bytes`` (default 256 MiB): the
+    journal of this context's changes, for :meth:`changes` and :meth:`rewind`
+    (docs/policy.md, "Undo and forks").
     """
 
     def __init__(
@@ -135,8 +145,17 @@ class Workspace:
                                min(DIFF_CHARS, diff_budget(self.max_output_chars)))
             self.audit = AuditLog()
             subscribers = [self.audit, *options.pop("subscribers", [])]
+            journal_url = options.pop("journal", None)
+            journal_bytes = options.pop("journal_bytes", JOURNAL_BYTES)
+            journal_options = options.pop("journal_options", None)
             self.fs = PolicyFileSystem(fs, path, policy=policy, subscribers=subscribers,
                                        **options)
+            self.journal: Journal = open_journal(self.fs, journal_url,
+                                                 journal_bytes=journal_bytes,
+                                                 storage_options=self._storage_options
+                                                 if journal_options is None
+                                                 else journal_options)
+            self.fs.journal = self.journal
         except FsError as err:
             masked = self._masked(err)
             raise masked from masked.__cause__
@@ -193,9 +212,10 @@ class Workspace:
         """Replace, insert (after ``cell_id``; ``""``: at the top) or delete one cell of a
         notebook; replacing a code cell's source clears its outputs. Raises
         :class:`~toolfs.errors.FsError`."""
-        return self._guarded(notebook_tools.notebook_edit, _validated(
-            NotebookEditArgs, file_path=file_path, cell_id=cell_id, new_source=new_source,
-            cell_type=cell_type, edit_mode=edit_mode))
+        with tool_scope("notebook_edit"):
+            return self._guarded(notebook_tools.notebook_edit, _validated(
+                NotebookEditArgs, file_path=file_path, cell_id=cell_id,
+                new_source=new_source, cell_type=cell_type, edit_mode=edit_mode))
 
     def glob(self, pattern: str, path: str | None = None) -> GlobResult:
         """Files whose path below ``path`` matches ``pattern``, newest first (at most
@@ -300,7 +320,43 @@ class Workspace:
         # (`tool_definitions(strict=True)`): null there means "not given".
         optional = _OPTIONAL[tool]
         given = {k: v for k, v in arguments.items() if v is not None or k not in optional}
-        return self._guarded(_TOOLS[tool], _validate(model, given))
+        with tool_scope(tool):
+            return self._guarded(_TOOLS[tool], _validate(model, given))
+
+    # -- undo: the journal of this context's changes --------------------------------
+
+    def checkpoint(self, label: str | None = None) -> Checkpoint:
+        """A point in this context's journal to :meth:`rewind` to (``label``: a name to
+        find it by)."""
+        return self._guarded(lambda fs: self.journal.checkpoint(label))
+
+    def changes(self, since: Checkpoint | str | int | None = None) -> list[Change]:
+        """This context's changes (after checkpoint ``since``, or all), oldest first:
+        every write, edit, notebook edit, delete and move it committed, through any
+        tool or adapter. Never shown to the model unless an adapter offers it.
+
+        On a fork, ``changes()`` (no ``since``) lists the fork's changes against the
+        base versions they were made from (:meth:`toolfs.undo.fork.Fork.changes`): what
+        :meth:`commit` would land."""
+        def listed(fs: PolicyFileSystem) -> list[Change]:
+            if since is None and self._fork is not None:
+                return self._fork.changes()
+            start = 0 if since is None else self.journal.find_checkpoint(since).position
+            return self.journal.changes(start)
+        return self._guarded(listed)
+
+    def rewind(self, checkpoint: Checkpoint | str | int) -> RewindResult:
+        """Bring every file this context changed after ``checkpoint`` back to its content
+        then, all or nothing, never over someone else's change (``stale`` with the diff
+        of their change; merged when ``Policy(on_stale="merge")`` and disjoint). See
+        docs/policy.md, "Undo and forks"."""
+        def rewound(fs: PolicyFileSystem) -> RewindResult:
+            cp = self.journal.find_checkpoint(checkpoint)
+            result = undo_rewind(fs, self.journal, cp.position)
+            for err in result.refused.values():
+                self._masked(err)
+            return result
+        return self._guarded(rewound)
 
     # -- context ------------------------------------------------------------------
 
@@ -344,7 +400,54 @@ class Workspace:
         """Another execution context (fresh ledger) over the same filesystem and root."""
         options = {k: v for k, v in self._options.items() if k != "context_id"}
         options.update(overrides)
-        return Workspace(self.fs.fs, root=self.fs.jail.root, **options)
+        context = Workspace(self.fs.fs, root=self.fs.jail.root, **options)
+        context._fork = self._fork  # another context of the same fork, if this is one
+        return context
+
+    # -- forks (toolfs.undo.fork; docs/policy.md, "Forks") ---------------------------
+
+    _fork: Fork | None = None
+
+    def fork(self, overlay: str | None = None, *,
+             storage_options: Mapping[str, Any] | None = None) -> Workspace:
+        """A copy-on-write view of this workspace, with the same policy, for one more
+        context that starts from what this one observed: its changes go to an overlay
+        (in memory, or at the fsspec URL ``overlay``, which survives the process and is
+        reopened by forking with the same URL) until :meth:`commit` lands them here,
+        all or nothing, or :meth:`discard` drops them. Other contexts here see nothing
+        of them before."""
+        def opened(fs: PolicyFileSystem) -> Workspace:
+            made = open_fork(fs, overlay, storage_options)
+            # A context of its own (its journal in memory), over the overlay's store.
+            options = {k: v for k, v in self._options.items()
+                       if k not in ("context_id", "journal")}
+            child = Workspace(made.fs, root=fs.jail.root, **{**options, "store": made.store})
+            child._fork = made
+            child.restore(fs.ledger.snapshot())
+            return child
+
+        return self._guarded(opened)
+
+    def commit(self) -> CommitResult:
+        """Land this fork's changes in the workspace it was forked from, all or nothing
+        (:meth:`toolfs.undo.fork.Fork.commit`); the fork goes on from there."""
+        def committed(fs: PolicyFileSystem) -> CommitResult:
+            result = self._forked().commit(fs)
+            for err in result.refused.values():
+                self._masked(err)
+            return result
+
+        return self._guarded(committed)
+
+    def discard(self) -> None:
+        """Drop this fork's changes and its overlay; the fork is spent."""
+        self._guarded(lambda fs: self._forked().discard())
+
+    def _forked(self) -> Fork:
+        if self._fork is None:
+            raise fs_error("invalid_arguments", "this workspace is not a fork; "
+                           "commit and discard apply to the workspace fork() returned")
+        return self._fork
 
     def __repr__(self) -> str:
         return f"Workspace({self._redact.message(self.url)!r}, context_id={self.context_id!r})"
@@ -442,6 +545,34 @@ class AsyncWorkspace:
     @property
     def context_id(self) -> str:
         return self.sync.context_id
+
+    async def checkpoint(self, label: str | None = None) -> Checkpoint:
+        """:meth:`Workspace.checkpoint` (a persisted journal writes a record)."""
+        return await self._run(self.sync.checkpoint, label)
+
+    async def changes(self, since: Checkpoint | str | int | None = None) -> list[Change]:
+        """:meth:`Workspace.changes`."""
+        return await self._run(self.sync.changes, since)
+
+    async def rewind(self, checkpoint: Checkpoint | str | int) -> RewindResult:
+        """:meth:`Workspace.rewind` on a worker thread."""
+        return await self._run(self.sync.rewind, checkpoint)
+
+    async def fork(self, overlay: str | None = None, *,
+                   storage_options: Mapping[str, Any] | None = None) -> AsyncWorkspace:
+        """:meth:`Workspace.fork` (an overlay URL is opened on a worker thread); the
+        fork runs on the same worker threads."""
+        made = await self._run(lambda: self.sync.fork(overlay,
+                                                      storage_options=storage_options))
+        return AsyncWorkspace(made, _pool=self._pool)
+
+    async def commit(self) -> CommitResult:
+        """:meth:`Workspace.commit` on a worker thread."""
+        return await self._run(self.sync.commit)
+
+    async def discard(self) -> None:
+        """:meth:`Workspace.discard` on a worker thread."""
+        await self._run(self.sync.discard)
 
     def new_context(self, **overrides: Any) -> AsyncWorkspace:
         """Another execution context over the same root, on the same worker threads."""

@@ -44,6 +44,7 @@ from tests.contract.test_paths import Paths, SyncPaths
 from tests.contract.test_reading import Reading
 from tests.contract.test_stale_diff import StaleDiff, SyncStaleDiff
 from tests.contract.test_stale_merge import StaleMerge, SyncStaleMerge
+from tests.contract.test_undo_and_forks import Forks, UndoJournal
 from tests.contract.test_writing import Writing
 
 
@@ -57,7 +58,7 @@ class EveryBackend(
 
 class SyncOnly(
     SyncStaleDiff, SyncStaleMerge, SyncPaths, SyncConcurrentCreates, SyncFsspecSemantics,
-    SyncMedia, SyncNotebookCells, SyncConditionProbe,
+    SyncMedia, SyncNotebookCells, SyncConditionProbe, UndoJournal, Forks,
 ):
     """The behaviours run once per backend, through the sync path."""
 

@@ -541,16 +541,16 @@ def test_a_whole_patch_reports_per_file_what_landed() -> None:
                            "Deleted gone.txt")
     assert ws.fs.cat_file("new.txt") == b"hello\n" and ws.fs.cat_file("pkg/new.py") == b"x = 2\n"
     assert not ws.fs.exists("old.py") and not ws.fs.exists("gone.txt")
-    # The second file fails: the first landed, the third was not attempted.
+    # The second file fails: the whole patch is refused, nothing lands (all or nothing).
     report = apply_patch_text(ws, (
         "*** Begin Patch\n*** Update File: new.txt\n@@\n-hello\n+hi\n"
         "*** Update File: pkg/new.py\n@@\n-x = 9\n+x = 3\n"
         "*** Add File: later.txt\n+later\n*** End Patch"))
-    assert report.is_error and [o.is_error for o in report.outputs] == [False, True]
-    assert report.skipped == ("later.txt",)
-    assert report.text.startswith("Updated new.txt\nError [no_match] (pkg/new.py): hunk 1")
-    assert report.text.endswith("Not applied, because of the error above: later.txt")
-    assert ws.fs.cat_file("new.txt") == b"hi\n" and not ws.fs.exists("later.txt")
+    assert report.is_error and [o.is_error for o in report.outputs] == [True]
+    assert report.skipped == ("new.txt", "later.txt")
+    assert report.text.startswith("Error [no_match] (pkg/new.py): hunk 1")
+    assert report.text.endswith("Not applied, because of the error above: new.txt, later.txt")
+    assert ws.fs.cat_file("new.txt") == b"hello\n" and not ws.fs.exists("later.txt")
 
 
 @pytest.mark.parametrize(("patch", "needle"), [

@@ -237,13 +237,13 @@ def test_a_whole_patch_report_stays_within_the_output_budget() -> None:
              + "*** Update File: missing.txt\n@@\n-a\n+b\n"
              + "".join(f"*** Add File: later{i}.txt\n+x\n" for i in range(n)) + "*** End Patch\n")
     report = apply_patch_text(ws, patch)
-    assert report.is_error and len(report.outputs) == n + 1 and len(report.skipped) == n
+    # All or nothing: the one refusal, and every other file not applied.
+    assert report.is_error and len(report.outputs) == 1 and len(report.skipped) == 2 * n
     text = report.text
     assert len(text) <= 2_000, len(text)
-    assert text.startswith("Created f0.txt\n")
-    assert "Error [not_found]: missing.txt does not exist" in text
-    assert f"{n} more" in text or "more files" in text
-    assert "later0.txt" in text and "later399.txt" not in text
+    assert text.startswith("Error [not_found]: missing.txt does not exist")
+    assert f"{2 * n - 1} more" in text or "more" in text
+    assert "f0.txt" in text and "later399.txt" not in text
 
 
 def test_adversarial_files_stay_linear() -> None:

@@ -212,3 +212,7 @@ def test_bench_merge_processes() -> None:
     assert len(rows) == 4, done.stdout
     # None lost; no refusal without the whole diff.
     assert all(row[-1] == "0" and row[-2] == "0" for row in rows), done.stdout
+def test_bench_undo() -> None:
+    done = run("bench_undo.py", timeout=300)
+    assert_table(done)
+    assert "| S3 versioned" in done.stdout and ": True |" in done.stdout, done.stdout

@@ -26,6 +26,7 @@ from toolfs.integrations._anthropic_input import (
     _shown,
 )
 from toolfs.policy.listings import Found
+from toolfs.policy.recorder import move_scope
 from toolfs.versions import FileVersion
 
 
@@ -164,6 +165,11 @@ class _MemoryCommands(_EngineBase):
         are created at ``new`` (only if nothing is there), then ``old`` is deleted only if
         it is still at that version; if it is not, the copy is removed again (only if it
         is still the copy), so the file ends up in exactly one place, with every update."""
+        with move_scope(self.fs.resolve(old).display, self.fs.resolve(new).display):
+            self._move_once(old, new, new_shown)
+
+    def _move_once(self, old: str, new: str, new_shown: str) -> None:
+        """:meth:`_move`'s body (one move in the journal)."""
         with self.fs.open(old, "rb") as src:  # an observation: the version of these bytes
             if not src.complete:
                 raise fs_error("too_large", f"{src.path} is {src.size} bytes, over the "

@@ -7,6 +7,9 @@
   HTTP.
 * ``toolfs glob PATTERN URL``, ``toolfs grep PATTERN URL``, ``toolfs ls URL``: discovery
   for a person at a terminal, printing what the model would read.
+* ``toolfs changes URL --context ID [--journal URL] [--diff]`` and ``toolfs rewind URL
+  --context ID --to CHECKPOINT [--journal URL]``: a context's persisted journal (see
+  docs/policy.md, "Undo and forks"); ``--journal`` defaults to ``$TOOLFS_JOURNAL``.
 
 Errors are printed as one line on stderr, with exit status 2 for a bad command line and 1
 for a failure while running; credentials never appear in them.
@@ -41,6 +44,7 @@ module, which never imports it."""
 
 TOKEN_ENV = "TOOLFS_TOKEN"
 INTROSPECTION_SECRET_ENV = "TOOLFS_INTROSPECTION_SECRET"
+JOURNAL_ENV = "TOOLFS_JOURNAL"
 FORMATS = ("json_schema", "openai", "openai_responses", "anthropic", "mcp")
 
 
@@ -150,6 +154,34 @@ def _parser() -> argparse.ArgumentParser:
     glob.set_defaults(command=_discover, name="glob")
     grep.set_defaults(command=_discover, name="grep")
     ls.set_defaults(command=_discover, name="ls")
+
+    changes = sub.add_parser(
+        "changes", help="list the changes a context made (its journal)",
+        description="Print the changes the execution context ID committed on URL, oldest "
+        "first, from its persisted journal (Workspace(..., journal=URL)).")
+    changes.add_argument("--diff", action="store_true", help="print each change's diff")
+    rewind = sub.add_parser(
+        "rewind", help="rewind a context's changes to a checkpoint",
+        description="Bring every file the context ID changed after CHECKPOINT back to its "
+        "content then, all or nothing, never over someone else's change (refused with "
+        "the diff of that change).")
+    rewind.add_argument("--to", required=True, metavar="CHECKPOINT",
+                        help="a checkpoint's id or label, or a journal position (0: "
+                        "everything the context did)")
+    rewind.add_argument("--on-stale", choices=("refuse", "merge"), default="refuse",
+                        help="a file someone else changed since: refuse it (default), or "
+                        "undo by a reverse merge when the changes do not overlap")
+    for p in (changes, rewind):
+        p.add_argument("url", metavar="URL",
+                       help="fsspec URL or local path: memory://x, ./repo, s3://bucket/prefix")
+        p.add_argument("--context", required=True, metavar="ID",
+                       help="the execution context (Workspace(context_id=...))")
+        p.add_argument("--journal", default=None, metavar="URL",
+                       help=f"the journal's fsspec URL (default: ${JOURNAL_ENV})")
+        p.add_argument("-o", "--option", metavar="KEY=VALUE", action="append", default=[],
+                       type=_storage_option, help="storage option (repeatable)")
+    changes.set_defaults(command=_changes, name="changes")
+    rewind.set_defaults(command=_rewind, name="rewind")
 
     serve = sub.add_parser(
         "serve", help="serve the tools over MCP (stdio or streamable HTTP)",
@@ -314,6 +346,62 @@ def _discover(args: argparse.Namespace) -> int:
         raise RuntimeError(output.text.splitlines()[0].removeprefix("Error "))
     print(output.text)
     return 0
+
+
+def _journaled(args: argparse.Namespace, **options: Any) -> Any:
+    """The workspace of context ``--context`` with its persisted journal."""
+    journal = args.journal or os.environ.get(JOURNAL_ENV)
+    if not journal:
+        raise UsageError(f"a journal URL is needed (--journal or ${JOURNAL_ENV}): a "
+                         "context's changes are kept in memory otherwise, and that memory "
+                         "ended with its process")
+    from toolfs.workspace import Workspace
+
+    return Workspace(args.url, dict(args.option) or None, context_id=args.context,
+                     journal=journal, **options)
+
+
+def _changes(args: argparse.Namespace) -> int:
+    """``toolfs changes``: one line per change (and its diff with ``--diff``)."""
+    workspace = _journaled(args)
+    for c in workspace.changes():
+        where = f"{c.path} -> {c.to_path}" if c.to_path else c.path
+        before = c.before.short if c.before is not None else "-"
+        after = c.after.short if c.after is not None else "-"
+        print(f"{c.position:>5}  {c.at.isoformat(timespec='seconds')}  {c.kind:<8} "
+              f"{where}  ({c.tool}; {before} -> {after})")
+        if args.diff:
+            print(c.diff().rstrip("\n"))
+    for cp in workspace.journal.checkpoints():
+        label = f" {cp.label!r}" if cp.label else ""
+        print(f"checkpoint {cp.id}{label} at position {cp.position} "
+              f"({cp.created_at.isoformat(timespec='seconds')})")
+    return 0
+
+
+def _rewind(args: argparse.Namespace) -> int:
+    """``toolfs rewind``: the files restored, or why nothing was (exit 1)."""
+    from toolfs.policy.rules import Policy
+
+    workspace = _journaled(args, policy=Policy(on_stale=args.on_stale))
+    target: str | int = int(args.to) if args.to.isdigit() else args.to
+    result = workspace.rewind(target)
+    for path in result.restored:
+        print(f"restored {path}")
+    if not result.refused:
+        if not result.restored:
+            print("nothing to rewind")
+        return 0
+    for path, err in result.refused.items():
+        print(f"refused {path}: [{err.code}] {err.message}")
+        diff = err.details.get("diff")
+        if isinstance(diff, str) and diff:
+            print(diff.rstrip("\n"))
+    states = {p: s for p, s in result.states.items() if s != "old"}
+    if states:
+        print("files not back to their old state: " + ", ".join(
+            f"{p} ({s})" for p, s in states.items()))
+    raise RuntimeError(f"nothing was rewound: {len(result.refused)} file(s) refused")
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -41,9 +41,11 @@ from toolfs.results import (
 )
 
 if TYPE_CHECKING:
+    from toolfs.undo.model import Change, Changes
     from toolfs.workspace import Workspace
 
 __all__ = [
+    "change_html", "change_markdown", "changes_html", "changes_markdown",
     "error_markdown", "html", "load_ipython_extension", "markdown", "md_code", "md_text",
     "register", "result_markdown", "table_markdown", "visible", "workspace_markdown",
 ]
@@ -316,6 +318,48 @@ def workspace_html(ws: Workspace) -> str:
             + (table_html(rows) if rows else "<p><em>nothing observed yet</em></p>"))
 
 
+def _change_head(change: Change) -> str:
+    where = _hcode(change.path) + (f" → {_hcode(change.to_path)}" if change.to_path else "")
+    return (f"<p><strong>{_h(change.kind)}</strong> {where} · {_h(change.tool)} · "
+            f"{_h(change.at.isoformat(timespec='seconds'))}</p>")
+
+
+def _diff_html(diff: str) -> str:
+    """A unified diff as preformatted HTML, added lines green and removed ones red."""
+    lines = []
+    for line in diff.splitlines():
+        colour = "#116611" if line.startswith("+") and not line.startswith("+++") else \
+            "#aa1111" if line.startswith("-") and not line.startswith("---") else None
+        shown = _h(line)
+        lines.append(f'<span style="color:{colour}">{shown}</span>' if colour else shown)
+    return "<pre>" + "\n".join(lines) + "</pre>"
+
+
+def change_html(change: Change) -> str:
+    """One journaled change: what, where, which tool, and its diff."""
+    return _change_head(change) + _diff_html(change.diff())
+
+
+def changes_html(changes: Changes) -> str:
+    """:meth:`toolfs.Workspace.changes` as HTML: each change with its diff."""
+    if not changes:
+        return "<p><em>no changes</em></p>"
+    return "".join(change_html(c) for c in changes)
+
+
+def change_markdown(change: Change) -> str:
+    """One journaled change in Markdown, with its diff in a fenced block."""
+    where = md_code(change.path) + (f" → {md_code(change.to_path)}" if change.to_path
+                                    else "")
+    return (f"**{change.kind}** {where} · {md_text(change.tool)}\n\n"
+            + _fence(change.diff()))
+
+
+def changes_markdown(changes: Changes) -> str:
+    """:meth:`toolfs.Workspace.changes` in Markdown."""
+    return "\n\n".join(change_markdown(c) for c in changes) if changes else "_no changes_"
+
+
 # -- dispatch and IPython registration --------------------------------------------------
 
 Views = tuple[str, str, Callable[[Any], str], Callable[[Any], str]]
@@ -336,6 +380,8 @@ _VIEWS: tuple[Views, ...] = (
     ("toolfs.policy.events", "AuditLog", audit_markdown, audit_html),
     ("toolfs.policy.events", "FsEvent", event_markdown, event_html),
     ("toolfs.workspace", "Workspace", workspace_markdown, workspace_html),
+    ("toolfs.undo.model", "Change", change_markdown, change_html),
+    ("toolfs.undo.model", "Changes", changes_markdown, changes_html),
 )
 
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from toolfs.errors import FsError, fs_error, missing_extra
 from toolfs.formats.notebook import NotANotebook, Notebook, is_notebook_path, validate_notebook_text
@@ -60,16 +60,20 @@ from toolfs.integrations.v4a import (
 )
 from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
 from toolfs.policy.paths import Target
+from toolfs.policy.recorder import move_scope
 from toolfs.render import MAX_OUTPUT_CHARS, ToolOutput, bound_text, render_output
 from toolfs.results import PatchResult
 from toolfs.tools import notebook as notebook_tools
+from toolfs.undo.atomic import Planned, commit_all
+from toolfs.versions import FileVersion
 from toolfs.workspace import AsyncWorkspace, Workspace
 
 if TYPE_CHECKING:
     from agents.editor import ApplyPatchResult
 
 __all__ = ["ApplyPatchEditor", "AsyncApplyPatchEditor", "PatchOperation", "PatchReport",
-           "apply_patch", "apply_patch_async", "apply_patch_call_output", "apply_patch_text",
+           "apply_batch", "apply_patch", "apply_patch_async", "apply_patch_call_output",
+           "apply_patch_text",
            "function_call_output", "handle_apply_patch_call", "handle_function_call",
            "run_operation"]
 
@@ -216,7 +220,8 @@ def _update(fs: PolicyFileSystem, op: PatchOperation, require_read: bool) -> Pat
         return PatchResult(path=commit.path, action="updated", version=commit.version,
                            size=commit.size, hunks=outcome.hunks, added=outcome.added,
                            removed=outcome.removed)
-    moved = _move(fs, f, op, data)
+    with move_scope(f.path, dest.display):
+        moved = _move(fs, f, op, data)
     return moved.model_copy(update={"hunks": outcome.hunks, "added": outcome.added,
                                     "removed": outcome.removed})
 
@@ -336,17 +341,37 @@ def _output(ws: Workspace, operation: Any, require_read: bool) -> ToolOutput:
     return render_output(result, ws.max_output_chars)
 
 
-def apply_patch(ws: Workspace, operation: Any, *, require_read: bool = True) -> ToolOutput:
+@overload
+def apply_patch(ws: Workspace, operation: list[Any] | tuple[Any, ...], *,
+                require_read: bool = True) -> PatchReport: ...
+
+
+@overload
+def apply_patch(ws: Workspace, operation: Any, *, require_read: bool = True) -> ToolOutput: ...
+
+
+def apply_patch(ws: Workspace, operation: Any, *,
+                require_read: bool = True) -> ToolOutput | PatchReport:
     """Apply a Responses API ``apply_patch_call``'s operation (``{"type", "path",
     "diff", "move_to"?}``, or the call item itself). Never raises for tool errors or bad
-    input: ``.text`` is what the model reads, ``.is_error`` says it failed."""
+    input: ``.text`` is what the model reads, ``.is_error`` says it failed.
+
+    Given a **list** of operations (the calls of one model turn), they land all or
+    nothing (:func:`apply_batch`) and the answer is a :class:`PatchReport`."""
+    if isinstance(operation, list | tuple):
+        return apply_batch(ws, operation, require_read=require_read)
     return _output(ws, operation, require_read)
 
 
 async def apply_patch_async(ws: AsyncWorkspace, operation: Any, *,
-                            require_read: bool = True) -> ToolOutput:
+                            require_read: bool = True) -> ToolOutput | PatchReport:
     """:func:`apply_patch` on an :class:`~toolfs.AsyncWorkspace`'s worker threads."""
-    return await ws.call(_output, ws.sync, operation, require_read)
+    return await ws.call(_either, ws.sync, operation, require_read)
+
+
+def _either(ws: Workspace, operation: Any, require_read: bool) -> ToolOutput | PatchReport:
+    out: ToolOutput | PatchReport = apply_patch(ws, operation, require_read=require_read)
+    return out
 
 
 def apply_patch_call_output(call: Any, output: ToolOutput) -> dict[str, Any]:
@@ -409,9 +434,10 @@ class PatchReport:
     """What a whole patch did, file by file."""
 
     outputs: tuple[ToolOutput, ...]
-    """One per file operation attempted, in patch order; only the last can be an error."""
+    """One per operation, in patch order, when the batch landed; else one per file
+    refused (the errors)."""
     skipped: tuple[str, ...]
-    """Files not attempted because an earlier one failed."""
+    """Files not applied because of the errors (a batch lands all or nothing)."""
     max_chars: int = MAX_OUTPUT_CHARS
     """The budget of :attr:`text` (the workspace's ``max_output_chars``)."""
 
@@ -469,13 +495,14 @@ def _listed(prefix: str, names: Sequence[str], budget: int) -> str:
 
 
 def apply_patch_text(ws: Workspace, patch: str, *, require_read: bool = True) -> PatchReport:
-    """Apply a whole patch (several files, Codex's ``apply_patch`` input) file by file.
+    """Apply a whole patch (several files, Codex's ``apply_patch`` input), all or
+    nothing.
 
     The patch is parsed, and every file's diff checked, before anything is stored: a
-    malformed patch changes nothing. Each file is then one operation, as for
-    :func:`apply_patch` (one conditional write per file); there is no transaction across
-    files, so the first failure stops the patch and the report says which files landed
-    and which were not attempted.
+    malformed patch changes nothing. Its operations then land as one batch
+    (:func:`apply_batch`): every file computed first, a refusal of any refuses the
+    whole patch (each file with its reason), and a write failing midway rolls back the
+    files already written.
     """
     try:
         if not isinstance(patch, str):
@@ -490,15 +517,164 @@ def apply_patch_text(ws: Workspace, patch: str, *, require_read: bool = True) ->
     except FsError as err:
         return PatchReport(outputs=(render_output(ws.masked(err), ws.max_output_chars),),
                            skipped=(), max_chars=ws.max_output_chars)
-    outputs: list[ToolOutput] = []
-    for n, op in enumerate(ops):
-        out = _output(ws, op, require_read)
-        outputs.append(out)
-        if out.is_error:
-            return PatchReport(outputs=tuple(outputs),
-                               skipped=tuple(o.path for o in ops[n + 1:]),
-                               max_chars=ws.max_output_chars)
-    return PatchReport(outputs=tuple(outputs), skipped=(), max_chars=ws.max_output_chars)
+    return apply_batch(ws, ops, require_read=require_read)
+
+
+# -- several operations, all or nothing ---------------------------------------------------
+
+
+@dataclass
+class _Slot:
+    """One file of a batch: the version it must be at, its bytes there, its new bytes."""
+
+    display: str
+    expected: FileVersion | None
+    base: bytes | None
+    new: bytes | None
+    created: Literal["create_file", "move_to"] | None = None
+
+
+def _plan_batch(fs: PolicyFileSystem, ops: Sequence[PatchOperation], require_read: bool
+                ) -> tuple[dict[str, _Slot], list[tuple[PatchOperation, PatchResult]],
+                           dict[str, FsError]]:
+    """Every operation computed in memory, in order (a later operation on a file sees
+    what the earlier ones made of it); nothing is stored. Returns the files' slots,
+    each operation's result-to-be, and each refused file's reason."""
+    slots: dict[str, _Slot] = {}
+    results: list[tuple[PatchOperation, PatchResult]] = []
+    refused: dict[str, FsError] = {}
+
+    def slot(path: str, *, for_delete: bool = False) -> _Slot:
+        target = fs.resolve(path)
+        held = slots.get(target.backend_path)
+        if held is not None:
+            if held.new is None:
+                raise fs_error("not_found", f"{held.display} is deleted by an earlier "
+                               "operation of this batch", path=held.display)
+            return held
+        f = fs.open_for_edit(path) if for_delete else _open_for_patch(fs, path, require_read)
+        if not f.complete:
+            raise fs_error("too_large", f"{f.path} is {f.size} bytes, over the "
+                           f"{fs.size_cap}-byte cap for whole-file edits and writes",
+                           path=f.path, details={"size": f.size, "cap": fs.size_cap})
+        data = bytes(f.read())
+        made = _Slot(f.path, f.version, data, data)
+        slots[target.backend_path] = made
+        return made
+
+    def create(path: str, data: bytes, what: Literal["create_file", "move_to"]) -> _Slot:
+        target = fs._writable(path, "write")
+        held = slots.get(target.backend_path)
+        if held is not None and held.new is not None:
+            raise _exists(held.display, what)
+        if held is None:
+            held = slots[target.backend_path] = _Slot(target.display, None, None, None,
+                                                      created=what)
+        held.new = data
+        return held
+
+    for op in ops:
+        try:
+            if op.type == "create_file":
+                assert op.diff is not None
+                text = parse_create(op.diff, path=fs.resolve(op.path).display)
+                made = create(op.path, text.encode("utf-8"), "create_file")
+                lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+                results.append((op, PatchResult(path=made.display, action="created",
+                                                version=None, size=len(text.encode()),
+                                                added=lines)))
+            elif op.type == "delete_file":
+                held = slot(op.path, for_delete=True)
+                held.new = None
+                results.append((op, PatchResult(path=held.display, action="deleted",
+                                                version=None, size=None)))
+            else:
+                assert op.diff is not None
+                hunks = parse_update(op.diff, path=fs.resolve(op.path).display)
+                held = slot(op.path)
+                assert held.new is not None
+                doc = decode(held.new, held.display)
+                outcome = apply_update(doc.text, hunks, path=held.display,
+                                       diff_newline="\r\n" if "\r\n" in op.diff else "\n")
+                data = doc.encode(outcome.text)
+                moved: str | None = None
+                if op.move_to is not None and \
+                        fs.resolve(op.move_to).backend_path != fs.resolve(op.path).backend_path:
+                    moved = create(op.move_to, data, "move_to").display
+                    held.new = None
+                else:
+                    held.new = data
+                results.append((op, PatchResult(
+                    path=held.display, action="updated", version=None, size=len(data),
+                    moved_to=moved, hunks=outcome.hunks, added=outcome.added,
+                    removed=outcome.removed)))
+        except FsError as err:
+            refused.setdefault(err.path or op.path, err)
+    return slots, results, refused
+
+
+def apply_batch(ws: Workspace, operations: Sequence[Any], *,
+                require_read: bool = True) -> PatchReport:
+    """Apply several apply_patch operations **all or nothing**
+    (:func:`toolfs.undo.atomic.commit_all`).
+
+    Every operation is computed first, in order, in memory (a later operation on a file
+    applies to what the earlier ones made of it): a diff that does not apply, a file not
+    read, a file changed since it was read (``stale``, with the diff of that change), or
+    one that overlaps another change under ``Policy(on_stale="merge")``, refuses the
+    whole batch, each file with its reason; nothing is written. Then each file is
+    written conditionally on the version that was checked; if a write fails midway, the
+    files already written are restored (conditionally), and the report says so. No
+    isolation: another reader may see the files midway. Never raises."""
+    max_chars = ws.max_output_chars
+    try:
+        ops = [op if isinstance(op, PatchOperation) else PatchOperation.of(op)
+               for op in operations]
+    except FsError as err:
+        err.details.setdefault("operation", "apply_patch_operation")
+        return PatchReport(outputs=(render_output(ws.masked(err), max_chars),),
+                           skipped=(), max_chars=max_chars)
+
+    def run(fs: PolicyFileSystem) -> tuple[list[tuple[PatchOperation, PatchResult]],
+                                           dict[str, FsError], list[str]]:
+        slots, results, refused = _plan_batch(fs, ops, require_read)
+        if refused:
+            return results, refused, []
+        planned = [Planned(s.display, s.expected, s.new, s.base) for s in slots.values()
+                   if not (s.expected is None and s.new is None)
+                   and not (s.new is not None and s.new == s.base)]
+        outcome = commit_all(fs, planned, tool="apply_patch")
+        failed = dict(outcome.refused)
+        for s in slots.values():
+            why = failed.get(s.display)
+            if s.created is not None and why is not None and \
+                    why.code in ("stale", "not_observed"):  # a create meets a file
+                failed[s.display] = _exists(s.display, s.created)
+        if not failed:
+            results = [(op, r.model_copy(update={"version": outcome.versions.get(
+                r.moved_to or r.path)})) for op, r in results]
+        notes = [f"{p}: {state}" for p, state in outcome.states.items() if state != "old"] \
+            if failed else []
+        return results, failed, notes
+
+    try:
+        results, refused, notes = ws.run(run)
+    except FsError as err:
+        err.details.setdefault("operation", "apply_patch")
+        return PatchReport(outputs=(render_output(ws.masked(err), max_chars),),
+                           skipped=tuple(op.path for op in ops), max_chars=max_chars)
+    if not refused:
+        return PatchReport(outputs=tuple(render_output(r, max_chars) for _, r in results),
+                           skipped=(), max_chars=max_chars)
+    outputs = []
+    for why in refused.values():
+        why.details.setdefault("operation", "apply_patch")
+        if notes:
+            why.details["states"] = notes
+        outputs.append(render_output(ws.masked(why), max_chars))
+    return PatchReport(outputs=tuple(outputs), skipped=tuple(
+        dict.fromkeys(op.path for op in ops if op.path not in refused)),
+        max_chars=max_chars)
 
 
 # -- the Agents SDK -----------------------------------------------------------------------

@@ -75,6 +75,7 @@ from toolfs.policy.ledger import Ledger
 from toolfs.policy.listings import Found, Listings
 from toolfs.policy.observe_commit import DIFF_CHARS, Commit, ObserveCommit
 from toolfs.policy.paths import Jail, Target
+from toolfs.policy.recorder import ChangeRecorder, move_scope
 from toolfs.policy.refused_writes import keep
 from toolfs.policy.rules import Policy, deny_matcher
 from toolfs.versions import FileVersion
@@ -138,6 +139,9 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
             context; 0 turns it off.
         content_cache_dir: hold that cache's bytes as files in this directory instead of
             in memory.
+        journal: told of every change before and after it is stored (a
+            :class:`toolfs.undo.Journal`; :mod:`toolfs.policy.recorder`), so that the
+            changes can be listed and rewound; a ``Workspace`` gives its own.
         grep_engine: ``"python"`` (default): local ``grep`` reads and searches every
             candidate itself (in two worker threads, :mod:`toolfs.search.grep_workers`, with
             the single loop's answer); ``"ripgrep"``: it runs ripgrep, where there is one, as a
@@ -181,6 +185,7 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
         content_cache_bytes: int = DEFAULT_CACHE_BYTES,
         content_cache_dir: str | None = None,
         grep_engine: Literal["python", "ripgrep"] = "python",
+        journal: ChangeRecorder | None = None,
     ) -> None:
         super().__init__()
         policy = policy_option(policy)
@@ -249,6 +254,10 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
             raise fs_error("invalid_arguments", "grep_engine must be 'python' or 'ripgrep'")
         self.grep_engine = grep_engine
         """``ripgrep``: local grep uses ripgrep as a prefilter where installed."""
+        if journal is not None and not isinstance(journal, ChangeRecorder):
+            raise fs_error("invalid_arguments", "journal must be a change recorder (a "
+                           "toolfs.undo.Journal)")
+        self.journal = journal
         self.content_cache = shared_cache(content_cache_bytes, content_cache_dir)
         """Listing-validated content of discovery reads (``None``: off)."""
         token = getattr(fs, "_fs_token", None)
@@ -506,7 +515,7 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
             self.store.folds_case
             and source.backend_path.casefold() == dest.backend_path.casefold())
         pending = None if same else self.prepare_write(path2)  # its condition: now
-        with self.open_observed(path1) as src:  # also: path1 must be a file
+        with self.open_observed(path1) as src, move_scope(source.display, dest.display):
             if same:
                 return
             if not src.complete:

@@ -39,6 +39,13 @@ from toolfs.policy.events import AuditLog, Operation
 from toolfs.policy.guards import Guards
 from toolfs.policy.handles import ObservedFile, PendingWrite
 from toolfs.policy.paths import Target
+from toolfs.policy.recorder import (
+    ChangeKind,
+    ChangeRecorder,
+    PendingChange,
+    current_move,
+    current_tool,
+)
 from toolfs.versions import FileVersion
 
 _COMMIT_STRIPES = 256
@@ -94,6 +101,10 @@ def _another_merge(attempt: int, started: float, took: float) -> float | None:
 
 class ObserveCommit(Guards):
     """Observing reads and conditional commits (see the module docstring)."""
+
+    journal: ChangeRecorder | None = None
+    """Told of every change before and after it is stored (a journal of this context's
+    changes, :mod:`toolfs.policy.recorder`); ``None``: nothing is journaled."""
 
     def _get(self, target: Target, *, restartable: bool = False, **kw: Any) -> Blob:
         """``store.get`` with its errors in the model's terms; ``restartable``: a
@@ -273,6 +284,7 @@ class ObserveCommit(Guards):
             self._before("fs/write-intent", op, target, before=before,
                          diff=lambda: self._intent_diff(target, put, data))
         key = target.backend_path
+        token = None if self.journal is None else self._journal_before(target, put, op)
         with _turn(key):
             if isinstance(put, Overwrite):
                 # Unconditional: try a create first, so the result can say which it was.
@@ -292,6 +304,8 @@ class ObserveCommit(Guards):
                     raise self._fail(err, target, op) from err.__cause__
                 created = isinstance(put, Create)
             self.ledger.record(key, version, size=size, content=data)
+        if token is not None and self.journal is not None:
+            self.journal.after_change(token, version, data)
         if self.subscribers:
             self._notify("fs/written", op, target, before=before, after=version)
         return Commit(path=target.display, created=created, version=version, size=size)
@@ -497,6 +511,8 @@ class ObserveCommit(Guards):
             self._check_conditions(target, "delete")
         before = mode.expected if isinstance(mode, Update) else None
         self._before("fs/write-intent", "delete", target, before=before)
+        token = None if self.journal is None else \
+            self._journal_before(target, mode, "delete", deleting=True)
         with _turn(target.backend_path):
             try:
                 self.store.delete(target.backend_path, mode)
@@ -505,4 +521,43 @@ class ObserveCommit(Guards):
                     err = self._explain_stale(target, mode, err)
                 raise self._fail(err, target, "delete") from err.__cause__
             self.ledger.record(target.backend_path, None)
+        if token is not None and self.journal is not None:
+            self.journal.after_change(token, None, None)
         self._notify("fs/written", "delete", target, before=before)
+
+    def _journal_before(self, target: Target, put: PutMode, op: Operation, *,
+                        deleting: bool = False) -> object:
+        """Tell the journal of a change about to be stored, with the bytes it replaces
+        when this context holds them (no request here); it may refuse the change."""
+        assert self.journal is not None
+        key = target.backend_path
+        before = put.expected if isinstance(put, Update) else None
+        pre: bytes | None = None
+        size: int | None = None
+        if isinstance(put, Update):
+            pre = put.known if put.known is not None else \
+                self.ledger.content(key, put.expected)
+            obs = self.ledger.get(key)
+            size = obs.size if obs is not None and obs.version == before else None
+        kind: ChangeKind | None = "deleted" if deleting else None
+        if not deleting and isinstance(put, Update | Create):
+            kind = "updated" if isinstance(put, Update) else "created"
+
+        def read() -> tuple[bytes | None, FileVersion | None]:
+            # The bytes the change replaces, when the journal must keep them and this
+            # context does not hold them: one request (pinned to the version replaced).
+            try:
+                blob = self.store.get(key, length=self.size_cap + 1, if_version=before)
+            except FsError as err:
+                if err.code == "not_found" and not err.details.get("bucket"):
+                    return None, None
+                raise self._fail(err, target, op) from err.__cause__
+            return (blob.data if blob.complete else None), blob.version
+
+        change = PendingChange(key=key, path=target.display, kind=kind, before=before,
+                               pre_image=pre, size=size, tool=current_tool() or op,
+                               move=current_move(), read_pre_image=read)
+        try:
+            return self.journal.before_change(change)
+        except FsError as err:
+            raise self._fail(err, target, op) from err.__cause__
