@@ -52,7 +52,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from _common import machine_facts, markdown_table
-from toolfs.integrations.contexts import CONTEXT_HEADER
+from toolfs.integrations._mcp_contexts import CONTEXT_HEADER
 from toolfs.testing.moto import S3Emulator
 from toolfs.testing.oauth_issuer import OAuthIssuer
 from toolfs.testing.replicas import Replicas, free_port, s3_serve_options

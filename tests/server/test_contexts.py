@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 import toolfs
 from toolfs.errors import FsError
-from toolfs.integrations.contexts import (
+from toolfs.integrations._mcp_contexts import (
     ANONYMOUS,
     CONTEXT_HEADER,
     CONTEXT_META,

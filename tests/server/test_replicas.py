@@ -20,7 +20,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from toolfs.integrations.contexts import CONTEXT_HEADER
+from toolfs.integrations._mcp_contexts import CONTEXT_HEADER
 from toolfs.testing.moto import S3Emulator
 from toolfs.testing.replicas import REPLICA_HEADER, Replicas, s3_serve_options
 

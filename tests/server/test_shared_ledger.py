@@ -16,8 +16,8 @@ import pytest
 
 import toolfs
 from toolfs.errors import fs_error
+from toolfs.integrations._mcp_contexts import ContextKey, ServerContexts
 from toolfs.integrations.cli import _open_ledger, main
-from toolfs.integrations.contexts import ContextKey, ServerContexts
 from toolfs.policy.shared_ledger import DEFAULT_PREFIX, LedgerStore, entry_name, open_ledger_store
 from toolfs.testing.moto import S3Emulator
 from toolfs.versions import FileVersion

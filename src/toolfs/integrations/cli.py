@@ -438,7 +438,7 @@ def _serve(args: argparse.Namespace) -> int:
         except ValueError as exc:
             source = "--token" if args.token else TOKEN_ENV
             raise UsageError(f"{source}: {exc}") from None
-    from toolfs.integrations.contexts import ServerContexts
+    from toolfs.integrations._mcp_contexts import ServerContexts
     from toolfs.policy.rules import Policy
     from toolfs.workspace import AsyncWorkspace, Workspace
 

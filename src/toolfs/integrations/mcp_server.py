@@ -13,7 +13,7 @@ served by the SDK's own stdio and streamable-HTTP transports:
   per streamable-HTTP session, one for the whole stream on stdio; without a session (the
   2026-07-28 protocol, served natively) a context is (principal, the client's
   ``toolfs-context`` header or ``_meta["toolfs/context"]``, else the principal alone), see
-  :mod:`toolfs.integrations.contexts`;
+  :mod:`toolfs.integrations._mcp_contexts`;
 * over HTTP, a bearer token of at least 16 characters is required (scheme matched
   case-insensitively, token in constant time), and at most ``max_sessions`` (64) sessions
   are open at once;
@@ -60,7 +60,7 @@ except ImportError as exc:
 
 from toolfs import __version__
 from toolfs.errors import ErrorCode, FsError
-from toolfs.integrations.contexts import ServerContexts, context_key, principal_name
+from toolfs.integrations._mcp_contexts import ServerContexts, context_key, principal_name
 from toolfs.redact import Redactor
 from toolfs.render import ToolOutput
 from toolfs.render.media import MediaView
@@ -359,7 +359,7 @@ class ToolfsMCP:
     async def _discover(self, ctx: ServerRequestContext[Any],
                         params: types.RequestParams) -> types.DiscoverResult:
         # Both eras everywhere: without a session, a call's context is its principal and
-        # the key the client names (toolfs.integrations.contexts).
+        # the key the client names (toolfs.integrations._mcp_contexts).
         versions = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
         return types.DiscoverResult(
             supported_versions=list(versions), instructions=_INSTRUCTIONS,

@@ -222,7 +222,8 @@ class Guards:
             err.details["file"] = shown
         if err.code in ("stale", "not_observed", "denied"):
             self._notify("fs/denied", op, target, reason=f"{err.code}: {err.message}")
-        if err.code in ("stale", "not_observed") and op in ("write", "edit"):
+        if err.code in ("stale", "not_observed") and op in ("write", "edit") \
+                and not self._known_to_exist(err, target):
             # Another writer's change is there: a delete that follows (a library
             # cleaning up after its failed write) must not remove it (rm_file).
             self.ledger.note_refused_write(target.backend_path)
@@ -231,6 +232,15 @@ class Guards:
             # the file no longer says what is there, so the next update reads it again.
             self.ledger.forget(target.backend_path)
         return err
+
+    def _known_to_exist(self, err: FsError, target: Target) -> bool:
+        """An exclusive create refused because the file exists, when this context knows
+        that file (it read or wrote a version of it): nothing of someone else's is at
+        risk, and a delete stays conditional on the version it knows."""
+        if not err.details.get("exists"):
+            return False
+        seen = self.ledger.get(target.backend_path)
+        return seen is not None and seen.version is not None
 
     def _not_found(self, target: Target, cause: FsError) -> FsError:
         if cause.details.get("bucket"):  # a missing bucket, not a missing file

@@ -29,7 +29,7 @@ copy of the observations it recorded or fetched, and a change then adds one requ
 a read does. A copy can be outdated only if the context was served elsewhere meanwhile;
 a change refused ``stale`` on such a copy is found out (:meth:`SharedLedger.outdated`,
 one ``GET``) and made again on the store's entry (:meth:`ServerContexts.execute
-<toolfs.integrations.contexts.ServerContexts.execute>`), never let through on a version its
+<toolfs.integrations._mcp_contexts.ServerContexts.execute>`), never let through on a version its
 context did not see.
 
 The bytes of observed versions stay in a per-process cache (valid on every replica: bytes
