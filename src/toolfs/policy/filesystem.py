@@ -129,12 +129,12 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
             context; 0 turns it off.
         content_cache_dir: hold that cache's bytes as files in this directory instead of
             in memory.
-        grep_engine: ``"python"`` (default): local ``grep`` reads and searches every
-            candidate itself (in two worker threads, :mod:`toolfs.grep_workers`, with
-            the single loop's answer); ``"ripgrep"``: it runs ripgrep, where there is one, as a
-            prefilter that spares reading the files it finds no line in
-            (:mod:`toolfs.ripgrep`; the answer is the same). Measured in
-            docs/benchmarks.md: a gain only for selective patterns with a core to spare.
+        grep_engine: ``"ripgrep"`` (default): local ``grep`` is answered by ripgrep where
+            an ``rg`` binary is available (:mod:`toolfs.ripgrep`; its answer defines
+            which files match, the differences are in docs/contract.md); ``"python"``,
+            and wherever ripgrep is missing or cannot answer exactly: toolfs reads and
+            searches every candidate itself (:mod:`toolfs.grep_workers`). Object stores
+            and memory always use the Python engine.
     """
 
     protocol: ClassVar[str] = "toolfs"
@@ -171,7 +171,7 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
         trust_conditions: bool = False,
         content_cache_bytes: int = DEFAULT_CACHE_BYTES,
         content_cache_dir: str | None = None,
-        grep_engine: Literal["python", "ripgrep"] = "python",
+        grep_engine: Literal["python", "ripgrep"] = "ripgrep",
     ) -> None:
         super().__init__()
         policy = policy_option(policy)
