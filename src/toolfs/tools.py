@@ -17,12 +17,14 @@ from toolfs.results import EditResult, LineCut, MediaResult, ReadResult, WriteRe
 from toolfs.schemas import DEFAULT_LIMIT, EditArgs, ReadArgs, WriteArgs
 from toolfs.text import (
     BOM,
+    Document,
     EditOutcome,
     LineDecoder,
     apply_edit,
     decode,
     lines_around,
     split_lines,
+    wide_codec,
 )
 
 SNIPPET_CONTEXT = 3
@@ -82,6 +84,14 @@ def _read(fs: PolicyFileSystem, file_path: str, offset: int | None, limit: int |
                 return _read_media(fs, f, kind, offset, asked_limit)
         if f.complete:
             return _read_whole(f, offset, limit)
+        codec = wide_codec(f.read(4))
+        f.seek(0)
+        if codec is not None:
+            raise fs_error(
+                "too_large", f"{f.path} is {codec.upper()} text of {f.size} bytes, over the "
+                f"{fs.size_cap}-byte cap for reading UTF-16/32 text (read whole only)",
+                path=f.path, details={"size": f.size, "cap": fs.size_cap,
+                                      "operation": "read"})
         return _read_stream(f, offset, limit)
 
 
@@ -181,7 +191,11 @@ def write(fs: PolicyFileSystem, args: WriteArgs) -> WriteResult:
 def write_file(fs: PolicyFileSystem, file_path: str, content: str) -> WriteResult:
     """:func:`write` with the arguments given one by one, already valid."""
     pending = fs.prepare_write(file_path, operation="write")
-    commit = pending.commit(_check_text(content, pending.path))
+    data = _check_text(content, pending.path)
+    codec = wide_codec(pending.head(4))
+    if codec is not None:  # a UTF-16/32 file stays in its encoding, behind its BOM
+        data = Document(content, bom=True, codec=codec).encode()
+    commit = pending.commit(data)
     if commit.merged:
         return WriteResult(path=commit.path, action="updated", version=commit.version,
                            size=commit.size, merged=True, merged_lines=list(commit.theirs))
@@ -211,7 +225,8 @@ def edit_file(fs: PolicyFileSystem, file_path: str, old_string: str, new_string:
             outcome = apply_edit(doc.text, old_string, new_string,
                                  replace_all=replace_all, path=f.path,
                                  max_bytes=fs.size_cap, bom=doc.bom,
-                                 size=len(data) - (len(BOM) if doc.bom else 0))
+                                 size=len(data) - (len(BOM) if doc.bom else 0)
+                                 if doc.codec == "utf-8" else None)
         except FsError:
             # The model matched against what it read; if that is outdated, "read it
             # again" is the useful answer, not "no match".
@@ -227,12 +242,13 @@ def edit_file(fs: PolicyFileSystem, file_path: str, old_string: str, new_string:
         # bytes are made, the new one before the store reads the file back to check it,
         # so that an edit holds two copies of the file at a time, not four (hence
         # Document.encode written out: it would keep the old text alive).
-        count, lines, bom, text = outcome.count, outcome.lines, doc.bom, outcome.text
+        count, lines, mark, text = outcome.count, outcome.lines, doc.mark, outcome.text
+        codec = doc.codec  # UTF-16/32 with a BOM: written back in it (toolfs.text)
         del doc, outcome
-        new_data = text.encode("utf-8")  # valid: checked text around checked new_string
+        new_data = text.encode(codec)  # valid: checked text around checked new_string
         del text
-        if bom:
-            new_data = BOM + new_data
+        if mark:
+            new_data = mark + new_data
         # Only if the file changed since it was read and the policy merges: the same
         # edit on the current text, when the lines it matched were left untouched.
         merged: list[EditOutcome] = []

@@ -36,7 +36,7 @@ from toolfs.policy.filesystem import Found, PolicyFileSystem
 from toolfs.render import MAX_LINE_CHARS
 from toolfs.results import GlobResult, GrepMatch, GrepResult, ListEntry, ListResult
 from toolfs.schemas import GlobArgs, GrepArgs, LsArgs
-from toolfs.text import BOM
+from toolfs.text import BOM, decode, wide_codec
 
 GREP_LINE_CHARS = 4 * MAX_LINE_CHARS
 """Characters of a matching line a grep result keeps (the model sees ``MAX_LINE_CHARS``);
@@ -125,11 +125,17 @@ class _Search:
         self.record(found, hits, self.picked_lines(data, hits) if hits else [])
 
     def examine(self, data: bytes) -> tuple[bytes, list[int]] | None:
-        """A file's bytes as searched (BOM dropped, CRLF as LF) and the 0-based numbers
-        of its matching lines, or ``None`` when it is not text (a NUL, or not UTF-8).
+        """A file's bytes as searched (BOM dropped, UTF-16/32 with a BOM as UTF-8, CRLF as
+        LF) and the 0-based numbers of its matching lines, or ``None`` when it is not text
+        (a NUL, or not UTF-8, or not the UTF-16/32 its BOM says).
         Pure: it changes no state of the search, so worker threads may call it."""
         if data.startswith(BOM):
             data = data[len(BOM):]
+        elif wide_codec(data) is not None:  # UTF-16/32 with a BOM: searched as text
+            try:
+                data = decode(data).text.encode("utf-8")
+            except FsError:
+                return None
         if b"\x00" in data:
             return None
         if not data.isascii():  # ASCII is UTF-8: spares decoding most source files
