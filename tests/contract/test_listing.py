@@ -17,7 +17,6 @@ import fsspec
 import pytest
 
 import toolfs
-from toolfs import ripgrep
 from tests.backends import (
     AzureBackend,
     Backend,
@@ -27,6 +26,7 @@ from tests.backends import (
     _CloudBackend,
 )
 from tests.contract.test_discovery import TREE as DISCOVERY_TREE
+from toolfs import ripgrep
 from toolfs.backends import GenericStore, store_for
 from toolfs.backends.base import Blob, Entry, Store
 from toolfs.backends.memory import MemoryStore
