@@ -8,6 +8,7 @@ rules. Each returns a canonical result or raises :class:`~toolfs.errors.FsError`
 from __future__ import annotations
 
 from toolfs._trusted import trusted
+from toolfs.backends import Create
 from toolfs.errors import FsError, fs_error
 from toolfs.media import SNIFF_BYTES, MediaType, read_media, sniff
 from toolfs.merge import Rebased, merge_edit
@@ -83,12 +84,12 @@ def _read(fs: PolicyFileSystem, file_path: str, offset: int | None, limit: int |
             if kind is not None:
                 return _read_media(fs, f, kind, offset, asked_limit)
         if f.complete:
-            return _read_whole(f, offset, limit)
-        codec = wide_codec(f.read(4))
+            return _read_whole(f, offset, limit, fs)
+        wide = wide_codec(f.read(4))
         f.seek(0)
-        if codec is not None:
+        if wide is not None:
             raise fs_error(
-                "too_large", f"{f.path} is {codec.upper()} text of {f.size} bytes, over the "
+                "too_large", f"{f.path} is {wide.upper()} text of {f.size} bytes, over the "
                 f"{fs.size_cap}-byte cap for reading UTF-16/32 text (read whole only)",
                 path=f.path, details={"size": f.size, "cap": fs.size_cap,
                                       "operation": "read"})
@@ -106,8 +107,21 @@ def _read_media(fs: PolicyFileSystem, f: ObservedFile, media: MediaType, offset:
                       offset=offset, limit=limit)
 
 
-def _read_whole(f: ObservedFile, offset: int, limit: int) -> ReadResult:
+def _note_codec(fs: PolicyFileSystem, path: str, codec: str) -> None:
+    """Remember (or forget) that ``path`` is UTF-16/32 text, for a later ``write``."""
+    if codec != "utf-8":
+        if len(fs.text_codecs) >= 10_000:  # bounded: the oldest go
+            del fs.text_codecs[next(iter(fs.text_codecs))]
+        fs.text_codecs[path] = codec
+    elif fs.text_codecs:
+        fs.text_codecs.pop(path, None)
+
+
+def _read_whole(f: ObservedFile, offset: int, limit: int,
+                fs: PolicyFileSystem | None = None) -> ReadResult:
     doc = decode(f.read(), f.path)
+    if fs is not None:
+        _note_codec(fs, f.path, doc.codec)
     lines = split_lines(doc.text)
     window = lines[offset - 1: offset - 1 + limit]
     # Trusted values built here: skip re-validating a list of up to `limit` lines.
@@ -192,8 +206,10 @@ def write_file(fs: PolicyFileSystem, file_path: str, content: str) -> WriteResul
     """:func:`write` with the arguments given one by one, already valid."""
     pending = fs.prepare_write(file_path, operation="write")
     data = _check_text(content, pending.path)
-    codec = wide_codec(pending.head(4))
-    if codec is not None:  # a UTF-16/32 file stays in its encoding, behind its BOM
+    # A UTF-16/32 file this context read as such stays in its encoding, behind its BOM
+    # (known from that read: no request); a new file is UTF-8.
+    codec = None if isinstance(pending.mode, Create) else fs.text_codecs.get(pending.path)
+    if codec is not None:
         data = Document(content, bom=True, codec=codec).encode()
     commit = pending.commit(data)
     if commit.merged:
@@ -220,6 +236,7 @@ def edit_file(fs: PolicyFileSystem, file_path: str, old_string: str, new_string:
     with fs.open(file_path, "rb", intent="edit") as f:
         data = f.read()
         doc = decode(data, f.path)
+        _note_codec(fs, f.path, doc.codec)
         try:
             # The cap is checked on the projected size, before the new text is built.
             outcome = apply_edit(doc.text, old_string, new_string,

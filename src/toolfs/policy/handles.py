@@ -15,7 +15,7 @@ import io
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from toolfs.backends import Create, PutMode, Update
+from toolfs.backends import PutMode, Update
 from toolfs.errors import FsError, fs_error
 from toolfs.policy.events import Operation
 from toolfs.policy.paths import Target
@@ -172,17 +172,6 @@ class PendingWrite:
     def path(self) -> str:
         """The display path."""
         return self._target.display
-
-    def head(self, length: int) -> bytes:
-        """The first ``length`` bytes of the file this write replaces (``b""`` for a
-        create, or when it cannot be read): ``write`` keeps a UTF-16/32 file in its
-        encoding. One ranged read, only when a file is replaced."""
-        if isinstance(self.mode, Create):
-            return b""
-        try:
-            return self._owner.store.get(self._target.backend_path, length=length).data
-        except FsError:
-            return b""
 
     def commit(self, data: bytes) -> Commit:
         """Store ``data`` if the condition still holds (else ``stale``/``not_observed``;
