@@ -53,7 +53,7 @@ _lock = threading.Lock()
 
 CHUNK = 1 << 16
 """Bytes read from ripgrep's output at a time."""
-BATCH = 512
+BATCH = 2048
 """Files named on one ``rg --line-number`` command line (step 2)."""
 
 
