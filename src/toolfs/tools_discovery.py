@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Iterator
 
 from toolfs import grep_workers, ripgrep
+from toolfs._trusted import trusted
 from toolfs.backends.base import Blob
 from toolfs.backends.conditions import RESERVED_MARK, has_reserved_part
 from toolfs.backends.local import LocalStore
@@ -41,6 +42,7 @@ from toolfs.text import BOM, decode, wide_codec
 GREP_LINE_CHARS = 4 * MAX_LINE_CHARS
 """Characters of a matching line a grep result keeps (the model sees ``MAX_LINE_CHARS``);
 ``GrepMatch.chars`` gives the whole length of a longer one."""
+_MATCH_SET = frozenset({"path", "line", "text", "context", "chars"})
 GITIGNORE_CAP = 1024 * 1024
 """A ``.gitignore`` larger than this is not read."""
 
@@ -201,10 +203,11 @@ class _Search:
             chars = None
             if len(text) > GREP_LINE_CHARS:
                 chars, text = len(text), text[:GREP_LINE_CHARS]
-            # Built unvalidated: the fields are right by construction, and validating
-            # each of up to grep_limit lines is a large part of a content search.
-            self.matches.append(GrepMatch.model_construct(
-                path=path, line=n + 1, text=text, context=is_context, chars=chars))
+            # Built unvalidated (toolfs._trusted): the fields are right by construction,
+            # and validating each of up to grep_limit lines is much of a content search.
+            self.matches.append(trusted(GrepMatch, _MATCH_SET, {
+                "path": path, "line": n + 1, "text": text, "context": is_context,
+                "chars": chars}))
 
     def result(self) -> GrepResult:
         return GrepResult(
