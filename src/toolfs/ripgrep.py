@@ -367,7 +367,8 @@ def lines(rg: str, *, cwd: str, paths: list[tuple[str, str]], regexp: str,
         args += ["--line-number", "--with-filename", "--no-heading", "--no-context-separator",
                  f"--context={context}", "--"]
         args += ["./" + rel for _, rel in batch]
-        parser = _LineParser(by_raw, found, room)
+        parser = _LineParser(by_raw, found, room,
+                             slow=any(b"\n" in raw for raw in by_raw))
         status = stream(args, cwd, parser.feed)
         if status not in (0, 1):
             raise Refused(f"rg exited with {status}")
@@ -380,16 +381,48 @@ def lines(rg: str, *, cwd: str, paths: list[tuple[str, str]], regexp: str,
 @dataclass
 class _LineParser:
     """Reads ``rg --line-number --null`` output (``./path\\0N:text\\n`` for a match,
-    ``N-text`` for context); anything else ripgrep prints (a "binary file matches"
-    notice, for a file that changed since step 1) names no requested path: skipped."""
+    ``N-text`` for context), a chunk's lines at once; anything else ripgrep prints (a
+    "binary file matches" notice, for a file that changed since step 1) names no
+    requested path: skipped."""
 
     by_raw: dict[bytes, str]
     found: dict[str, list[Line]]
     room: int
     _buf: bytes = b""
+    slow: bool = False
+    """Some requested path holds a newline: records are found by their NUL instead."""
 
     def feed(self, chunk: bytes) -> bool:
         buf = self._buf + chunk if self._buf else chunk
+        if self.slow:
+            return self._feed_slow(buf)
+        cut = buf.rfind(b"\n") + 1
+        self._buf = buf[cut:]
+        last_raw, got, room = b"", None, self.room
+        for line in buf[:cut - 1].split(b"\n") if cut else ():
+            raw, sep, record = line.partition(b"\0")
+            if raw != last_raw or got is None:
+                shown = self.by_raw.get(raw) if sep else None
+                if shown is None:
+                    got = None
+                    continue
+                last_raw, got = raw, self.found.setdefault(shown, [])
+            if len(got) < room:
+                self._take(got, record)
+        return True
+
+    @staticmethod
+    def _take(got: list[Line], record: bytes) -> None:
+        m = _NUMBER.match(record)
+        if m is None:
+            return
+        text = record[m.end():]
+        if text.endswith(b"\r"):
+            text = text[:-1]  # the CR of a CRLF ending
+        got.append((int(m.group(1)) - 1, m.group(2) == b"-", text))
+
+    def _feed_slow(self, buf: bytes) -> bool:
+        """:meth:`feed` where a requested path holds a newline: record by record."""
         pos, n = 0, len(buf)
         while pos < n:
             nul = buf.find(b"\0", pos)
@@ -406,20 +439,14 @@ class _LineParser:
             pos = end + 1
             if shown is None:
                 continue
-            record = buf[nul + 1:end]
-            digits = 0
-            while digits < len(record) and 48 <= record[digits] <= 57:
-                digits += 1
-            if not digits or digits >= len(record) or record[digits] not in b":-":
-                continue
             got = self.found.setdefault(shown, [])
             if len(got) < self.room:
-                text = record[digits + 1:]
-                if text.endswith(b"\r"):
-                    text = text[:-1]  # the CR of a CRLF ending
-                got.append((int(record[:digits]) - 1, record[digits] == 45, text))
+                self._take(got, buf[nul + 1:end])
         self._buf = buf[pos:]
         return True
+
+
+_NUMBER = re.compile(rb"(\d+)([:-])")
 
 
 __all__ = ["Counted", "Refused", "count", "lines", "ripgrep_binary", "stream",

@@ -70,6 +70,7 @@ def _corpus(root: pathlib.Path, *, leave_out: tuple[str, ...] = DIFFERENT) -> No
         "more/.hidden_dir/h.txt": b"hello\n",
         "more/.x.toolfs-tmp-0123456789ab": b"hello leftover\n",
         "more/amp.txt": b"a&b [a]] x{,3} a{ ~x a-b\n",
+        "more/new\nline.txt": b"hello in a name with a newline\nx\n",
     }
     for rel, data in extra.items():
         p = root / rel
