@@ -2,16 +2,17 @@
 ``rg`` binary is available (the ``ripgrep`` extra installs one, or one on ``PATH``),
 ripgrep's answer defines which files of a local directory match.
 
-The call runs in two steps, both bounded and both stopped at the call's deadline:
+One ``rg`` run per call, from the workspace's resolved root with the search path
+relative to it, its output read in chunks as it comes (never held whole), stopped at the
+call's deadline (its process group killed and reaped):
 
-1. ``rg --count --stats`` (``--files-with-matches`` in that mode) over the searched
-   directory, run from the workspace's resolved
-   root with the search path relative to it: each matching file with its number of
-   matching lines, and ripgrep's count of the files it searched. Only the files that
-   can still be shown are kept (the first ``head_limit + 1`` by path, by weight), so
-   memory does not grow with the tree; the output is read in chunks as it comes.
-2. ``content`` mode only: ``rg --line-number`` over the kept files, in path order and in
-   batches, until the result is full. Its lines are those step 1 counted.
+* ``files_with_matches``: ``rg --files-with-matches``, as bare ``rg -l``;
+* ``count``: ``rg --count``;
+* ``content``: ``rg --line-number --context``, each file's lines grouped.
+
+Only the files that can still be shown are kept (the first ``head_limit + 1`` entries by
+path: files, or lines), so memory does not grow with the tree; ``--stats`` gives the
+number of files ripgrep searched.
 
 The caller (:mod:`toolfs.tools_discovery`) turns the answer into a
 :class:`~toolfs.results.GrepResult` through the same code as the Python engine, so
@@ -38,7 +39,7 @@ import signal
 import subprocess
 import sysconfig
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from toolfs import deadline
@@ -315,6 +316,23 @@ def base_args(rg: str, *, regexp: str, ignore_case: bool, size_cap: int) -> list
             "--ignore-case" if ignore_case else "--case-sensitive", "--regexp", regexp]
 
 
+def walk_args(*, start: str, glob: str | None, deny_globs: list[str], fold_case: bool,
+              gitignore: bool, ignore_files: list[str]) -> list[str]:
+    """The walk's rules (ignore files, the glob, the deny rules) and its start."""
+    args: list[str] = []
+    if gitignore:
+        args += ["--no-ignore-dot", "--no-ignore-global", "--no-ignore-exclude",
+                 "--no-ignore-parent", "--no-require-git"]
+        args += [f"--ignore-file={f}" for f in ignore_files]
+    else:
+        args.append("--no-ignore")
+    if glob is not None:
+        args.append(f"--glob={glob}")
+    flag = "--iglob" if fold_case else "--glob"
+    args += [f"{flag}=!{g}" for g in deny_globs]  # later globs win: the deny rules last
+    return [*args, "--", start]
+
+
 def count(rg: str, *, cwd: str, start: str, regexp: str, ignore_case: bool,
           size_cap: int, glob: str | None, deny_globs: list[str], fold_case: bool,
           gitignore: bool, ignore_files: list[str], keep: int, weighted: bool,
@@ -326,17 +344,8 @@ def count(rg: str, *, cwd: str, start: str, regexp: str, ignore_case: bool,
     the pattern, say)."""
     args = base_args(rg, regexp=regexp, ignore_case=ignore_case, size_cap=size_cap)
     args += ["--count" if counted else "--files-with-matches", "--stats"]
-    if gitignore:
-        args += ["--no-ignore-dot", "--no-ignore-global", "--no-ignore-exclude",
-                 "--no-ignore-parent", "--no-require-git"]
-        args += [f"--ignore-file={f}" for f in ignore_files]
-    else:
-        args.append("--no-ignore")
-    if glob is not None:
-        args.append(f"--glob={glob}")
-    flag = "--iglob" if fold_case else "--glob"
-    args += [f"{flag}=!{g}" for g in deny_globs]  # later globs win: the deny rules last
-    args += ["--", start]
+    args += walk_args(start=start, glob=glob, deny_globs=deny_globs, fold_case=fold_case,
+                      gitignore=gitignore, ignore_files=ignore_files)
     parser = _CountParser(keep=keep, weighted=weighted, counted=counted, accept=accept)
     status = stream(args, cwd, parser.feed)
     searched = parser.searched()
@@ -346,108 +355,150 @@ def count(rg: str, *, cwd: str, start: str, regexp: str, ignore_case: bool,
     return Counted(files=sorted(parser.files), searched=searched, more=parser.more)
 
 
-# -- step 2: the lines ---------------------------------------------------------------
+# -- content: the lines, in one pass ---------------------------------------------------
 
 
 Line = tuple[int, bool, bytes]
 """``(0-based line number, is context, the line's bytes without its ending)``."""
 
 
-def lines(rg: str, *, cwd: str, paths: list[tuple[str, str]], regexp: str,
-          ignore_case: bool, size_cap: int, context: int, room: int
-          ) -> Generator[tuple[str, list[Line]], None, None]:
-    """Step 2: ``(display path, its lines)`` for each of ``paths`` (``(display path,
-    path relative to cwd)``, in path order) that still has a matching line, in that
-    order; a file keeps at most ``room`` lines (the result shows no more)."""
-    for at in range(0, len(paths), BATCH):
-        batch = paths[at:at + BATCH]
-        by_raw = {os.fsencode("./" + rel): shown for shown, rel in batch}
-        found: dict[str, list[Line]] = {}
-        args = base_args(rg, regexp=regexp, ignore_case=ignore_case, size_cap=size_cap)
-        args += ["--line-number", "--with-filename", "--no-heading", "--no-context-separator",
-                 f"--context={context}", "--"]
-        args += ["./" + rel for _, rel in batch]
-        parser = _LineParser(by_raw, found, room,
-                             slow=any(b"\n" in raw for raw in by_raw))
-        status = stream(args, cwd, parser.feed)
-        if status not in (0, 1):
-            raise Refused(f"rg exited with {status}")
-        for shown, _ in batch:
-            got = found.get(shown)
-            if got and any(not is_context for _, is_context, _ in got):
-                yield shown, got
+@dataclass
+class Blocks:
+    """``content`` mode's answer: the first matching files by path with their lines
+    (enough for a result of ``keep`` lines), ripgrep's count of files searched."""
+
+    files: list[tuple[str, list[Line]]]
+    searched: int | None
+    more: bool
+
+
+def content(rg: str, *, cwd: str, start: str, regexp: str, ignore_case: bool,
+            size_cap: int, glob: str | None, deny_globs: list[str], fold_case: bool,
+            gitignore: bool, ignore_files: list[str], keep: int, context: int,
+            accept: Callable[[bytes], str | None]) -> Blocks:
+    """``rg --line-number --context`` over ``start``, read in chunks: each file's lines
+    (at most ``keep``), only the files with the smallest paths whose lines reach
+    ``keep`` held (ripgrep prints each file's lines together). Raises :class:`Refused`
+    when ripgrep did not search."""
+    args = base_args(rg, regexp=regexp, ignore_case=ignore_case, size_cap=size_cap)
+    args += ["--line-number", "--with-filename", "--no-heading", "--no-context-separator",
+             f"--context={context}", "--stats"]
+    args += walk_args(start=start, glob=glob, deny_globs=deny_globs, fold_case=fold_case,
+                      gitignore=gitignore, ignore_files=ignore_files)
+    parser = _LineParser(keep=keep, accept=accept)
+    status = stream(args, cwd, parser.feed)
+    parser.switch(b"")
+    searched = parser.searched()
+    if status not in (0, 1) and searched is None:
+        raise Refused(f"rg exited with {status}")
+    parser.trim()
+    files = sorted(parser.blocks.items())
+    return Blocks(files=files, searched=searched, more=parser.more)
 
 
 @dataclass
 class _LineParser:
     """Reads ``rg --line-number --null`` output (``./path\\0N:text\\n`` for a match,
-    ``N-text`` for context), a chunk's lines at once; anything else ripgrep prints (a
-    "binary file matches" notice, for a file that changed since step 1) names no
-    requested path: skipped."""
+    ``N-text`` for context; every path starts with ``./``; then a blank line and the
+    statistics), a chunk's lines at once. A path holding a newline comes as pieces
+    without a NUL, joined to the record they precede."""
 
-    by_raw: dict[bytes, str]
-    found: dict[str, list[Line]]
-    room: int
+    keep: int
+    accept: Callable[[bytes], str | None]
+    blocks: dict[str, list[Line]] = field(default_factory=dict)
+    more: bool = False
+    stats: bytearray = field(default_factory=bytearray)
+    _held: int = 0  # lines in `blocks`
+    _cutoff: str | None = None  # once files were dropped: the last path kept
     _buf: bytes = b""
-    slow: bool = False
-    """Some requested path holds a newline: records are found by their NUL instead."""
+    _piece: bytes | None = None
+    _raw: bytes = b""
+    _shown: str = ""
+    _got: list[Line] | None = None
+    _in_stats: bool = False
 
     def feed(self, chunk: bytes) -> bool:
         buf = self._buf + chunk if self._buf else chunk
-        if self.slow:
-            return self._feed_slow(buf)
         cut = buf.rfind(b"\n") + 1
         self._buf = buf[cut:]
-        last_raw, got, room = b"", None, self.room
-        for line in buf[:cut - 1].split(b"\n") if cut else ():
+        if self._in_stats:
+            if len(self.stats) < CHUNK:
+                self.stats += buf[:cut]
+            return True
+        lines = buf[:cut - 1].split(b"\n") if cut else []
+        keep, take = self.keep, _take
+        for i, line in enumerate(lines):
             raw, sep, record = line.partition(b"\0")
-            if raw != last_raw or got is None:
-                shown = self.by_raw.get(raw) if sep else None
-                if shown is None:
-                    got = None
-                    continue
-                last_raw, got = raw, self.found.setdefault(shown, [])
-            if len(got) < room:
-                self._take(got, record)
-        return True
-
-    @staticmethod
-    def _take(got: list[Line], record: bytes) -> None:
-        m = _NUMBER.match(record)
-        if m is None:
-            return
-        text = record[m.end():]
-        if text.endswith(b"\r"):
-            text = text[:-1]  # the CR of a CRLF ending
-        got.append((int(m.group(1)) - 1, m.group(2) == b"-", text))
-
-    def _feed_slow(self, buf: bytes) -> bool:
-        """:meth:`feed` where a requested path holds a newline: record by record."""
-        pos, n = 0, len(buf)
-        while pos < n:
-            nul = buf.find(b"\0", pos)
-            if nul < 0:
-                break
-            end = buf.find(b"\n", nul)
-            if end < 0:
-                break
-            raw = buf[pos:nul]
-            shown = self.by_raw.get(raw)
-            if shown is None and b"\n" in raw:  # a notice before this record
-                raw = raw[raw.rfind(b"\n./") + 1:]
-                shown = self.by_raw.get(raw)
-            pos = end + 1
-            if shown is None:
+            if not sep:
+                if not line and self._piece is None:  # the statistics follow
+                    self._in_stats = True
+                    self.stats += b"\n".join(lines[i:])[:CHUNK] + b"\n"
+                    return True
+                self._piece = line if self._piece is None else self._piece + b"\n" + line
                 continue
-            got = self.found.setdefault(shown, [])
-            if len(got) < self.room:
-                self._take(got, buf[nul + 1:end])
-        self._buf = buf[pos:]
+            if self._piece is not None:
+                if not raw.startswith(b"./"):
+                    raw = self._piece + b"\n" + raw
+                self._piece = None
+            if raw != self._raw:
+                self.switch(raw)
+            got = self._got
+            if got is not None and len(got) < keep:
+                take(got, record)
         return True
+
+    def switch(self, raw: bytes) -> None:
+        """The lines that follow are ``raw``'s (``b""``: the output ended)."""
+        if self._got is not None:
+            self._held += len(self._got)
+            if not self._got:
+                del self.blocks[self._shown]
+        self._raw, self._got = raw, None
+        if self._held > self.keep + 1024:  # a trim sorts the names held: not per file
+            self.trim()
+        if not raw:
+            return
+        shown = self.accept(raw)
+        if shown is None:
+            return
+        if self._cutoff is not None and shown > self._cutoff:
+            self.more = True
+            return
+        self._shown = shown
+        self._got = self.blocks.setdefault(shown, [])
+
+    def trim(self) -> None:
+        """Keep the files with the smallest paths whose lines reach ``keep``; a file
+        after the last of them cannot be shown (the result is full before it)."""
+        held = 0
+        names = sorted(self.blocks)
+        for i, shown in enumerate(names):
+            held += len(self.blocks[shown])
+            if held >= self.keep:
+                for later in names[i + 1:]:
+                    del self.blocks[later]
+                    self.more = True
+                self._cutoff = shown
+                break
+        self._held = held
+
+    def searched(self) -> int | None:
+        found = re.search(rb"\n(\d+) files searched\n", b"\n" + bytes(self.stats))
+        return int(found.group(1)) if found else None
+
+
+def _take(got: list[Line], record: bytes) -> None:
+    m = _NUMBER.match(record)
+    if m is None:
+        return
+    text = record[m.end():]
+    if text.endswith(b"\r"):
+        text = text[:-1]  # the CR of a CRLF ending
+    got.append((int(m.group(1)) - 1, m.group(2) == b"-", text))
 
 
 _NUMBER = re.compile(rb"(\d+)([:-])")
 
 
-__all__ = ["Counted", "Refused", "count", "lines", "ripgrep_binary", "stream",
+__all__ = ["Blocks", "Counted", "Refused", "content", "count", "ripgrep_binary", "stream",
            "translate", "usable"]

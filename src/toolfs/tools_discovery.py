@@ -16,6 +16,7 @@ import os
 import stat
 from collections import deque
 from collections.abc import Iterator
+from typing import Any
 
 from toolfs import grep_workers, ripgrep
 from toolfs._trusted import trusted
@@ -343,39 +344,39 @@ def _grep_ripgrep(fs: PolicyFileSystem, args: GrepArgs, regex: LineRegex,
             return None
         return shown
 
-    content = search.mode == "content"
+    walk: dict[str, Any] = {
+        "cwd": root, "start": "./" + rel if rel else "./", "regexp": regexp,
+        "ignore_case": args.ignore_case, "size_cap": fs.size_cap, "glob": args.glob,
+        "deny_globs": [*(d.strip() for d in fs.deny), *_RESERVED_GLOBS],
+        "fold_case": fs.store.folds_case, "gitignore": fs.gitignore,
+        "ignore_files": ignore_files, "keep": search.limit + 1, "accept": accept}
     try:
-        counted = ripgrep.count(
-            rg, cwd=root, start="./" + rel if rel else "./", regexp=regexp,
-            ignore_case=args.ignore_case, size_cap=fs.size_cap, glob=args.glob,
-            deny_globs=[*(d.strip() for d in fs.deny), *_RESERVED_GLOBS],
-            fold_case=fs.store.folds_case, gitignore=fs.gitignore,
-            ignore_files=ignore_files, keep=search.limit + 1, weighted=content,
-            counted=search.mode != "files_with_matches", accept=accept)
-        after = os.stat(directory, follow_symlinks=False)
-        if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
-            return None  # swapped while searched: the Python engine confines it
-        if not content:
-            for shown, n, _ in counted.files:
-                search.record(_found(shown), [0] * n, [])
-                if search.done:
-                    break
+        answer: ripgrep.Counted | ripgrep.Blocks
+        if search.mode == "content":
+            answer = ripgrep.content(rg, context=args.context, **walk)
         else:
-            found_lines = ripgrep.lines(
-                rg, cwd=root, paths=[(shown, raw) for shown, _, raw in counted.files],
-                regexp=regexp, ignore_case=args.ignore_case, size_cap=fs.size_cap,
-                context=args.context, room=search.limit + 1)
-            with contextlib.closing(found_lines):
-                for shown, picked in found_lines:
-                    hits = [n for n, is_context, _ in picked if not is_context]
-                    search.record(_found(shown), hits, picked)
-                    if search.done:
-                        break
+            answer = ripgrep.count(rg, weighted=False,
+                                   counted=search.mode == "count", **walk)
     except ripgrep.Refused:
         return None
-    if counted.more:
+    after = os.stat(directory, follow_symlinks=False)
+    if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
+        return None  # swapped while searched: the Python engine confines it
+    if isinstance(answer, ripgrep.Blocks):
+        for shown, picked in answer.files:
+            hits = [n for n, is_context, _ in picked if not is_context]
+            if hits:
+                search.record(_found(shown), hits, picked)
+                if search.done:
+                    break
+    else:
+        for shown, n, _ in answer.files:
+            search.record(_found(shown), [0] * n, [])
+            if search.done:
+                break
+    if answer.more:
         search.truncated = True
-    search.searched = counted.searched or 0
+    search.searched = answer.searched or 0
     search.skipped_unknown = True
     return search.result()
 
