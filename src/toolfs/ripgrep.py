@@ -430,7 +430,7 @@ class _LineParser:
         for i, line in enumerate(lines):
             raw, sep, record = line.partition(b"\0")
             if not sep:
-                if not line and self._piece is None:  # the statistics follow
+                if not line:  # the statistics follow (a notice may come before)
                     self._in_stats = True
                     self.stats += b"\n".join(lines[i:])[:CHUNK] + b"\n"
                     return True
