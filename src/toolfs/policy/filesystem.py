@@ -239,11 +239,11 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
         if grep_engine not in ("python", "ripgrep"):
             raise fs_error("invalid_arguments", "grep_engine must be 'python' or 'ripgrep'")
         self.grep_engine = grep_engine
+        """``ripgrep``: local grep is answered by ripgrep where installed."""
         self.text_codecs: dict[str, str] = {}
         """Display path -> codec of the UTF-16/32 files (with a BOM) this context last
         read or edited as such: ``write`` over one keeps its encoding without a request
         (:func:`toolfs.tools.write_file`)."""
-        """``ripgrep``: local grep uses ripgrep as a prefilter where installed."""
         self.content_cache = shared_cache(content_cache_bytes, content_cache_dir)
         """Listing-validated content of discovery reads (``None``: off)."""
         token = getattr(fs, "_fs_token", None)
