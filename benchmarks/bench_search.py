@@ -97,6 +97,24 @@ def timed(fn: Callable[[], object], runs: int) -> tuple[float, float]:
     return statistics.median(walls) * 1000, statistics.median(cpus) * 1000
 
 
+def interleaved(fns: list[Callable[[], object]], runs: int) -> list[tuple[float, float]]:
+    """:func:`timed` of each of ``fns``, their runs taken in turn (one of each per
+    round, after a warm-up of each), so that a load that changes over the rounds
+    weighs on all of them alike."""
+    for fn in fns:
+        fn()
+    walls: list[list[float]] = [[] for _ in fns]
+    cpus: list[list[float]] = [[] for _ in fns]
+    for _ in range(runs):
+        for i, fn in enumerate(fns):
+            cpu, start = _cpu(), time.perf_counter()
+            fn()
+            walls[i].append(time.perf_counter() - start)
+            cpus[i].append(_cpu() - cpu)
+    return [(statistics.median(w) * 1000, statistics.median(c) * 1000)
+            for w, c in zip(walls, cpus, strict=True)]
+
+
 def _pair(t: tuple[float, float]) -> str:
     return f"{t[0]:.0f} ({t[1]:.0f})"
 
@@ -154,7 +172,8 @@ def _bench_tree(rg: str | None, root: str, files: int, size: int, runs: int) -> 
     python = toolfs.Workspace(local, root=root, grep_engine="python", grep_limit=1_000_000)
     capped = toolfs.Workspace(local, root=root, grep_engine="ripgrep")
     print("Wall ms (CPU ms in brackets: this process and rg); ratio = toolfs / bare rg "
-          "(wall, CPU), bare rg run in the same loop with the same output (-l, -c, -n). "
+          "(wall, CPU), bare rg run in the same rounds (runs taken in turn) with the same "
+          "output (-l, -c, -n). "
           "ripgrep = the default engine (grep_limit 1,000,000: every match kept); "
           "capped = the same with the default grep_limit (10,000 entries); "
           "python = grep_engine=\"python\". files = the files toolfs's ripgrep engine "
@@ -179,9 +198,10 @@ def _bench_tree(rg: str | None, root: str, files: int, size: int, runs: int) -> 
             def default(p: str = pattern, m: str = mode) -> object:
                 return python.grep(p, output_mode=m)
 
-            base = timed(bare, runs) if rg is not None else nan
-            mine = timed(ours, runs)
-            short = timed(cut, runs)
+            if rg is not None:
+                base, mine, short = interleaved([bare, ours, cut], runs)
+            else:
+                base, (mine, short) = nan, interleaved([ours, cut], runs)
             py = timed(default, max(1, runs // 2))
             same = set(engine.grep(pattern).files) == expected
             print(f"| `{pattern}` | {mode} | {_pair(base)} | {_pair(mine)} | "
