@@ -295,3 +295,31 @@ def test_translate() -> None:
         t(r"[a--b]")
     assert not ripgrep.usable(r"a\r") and ripgrep.usable(r"a\\r")
     assert os.path.basename(ripgrep.ripgrep_binary() or "rg") == "rg"
+
+
+def test_what_is_held_is_bounded_by_the_result() -> None:
+    """ripgrep's output is read in chunks and only the files the result can show are
+    held, whatever the tree: 5,000 files of 3 matching lines each, for a result of 10."""
+    rnd = random.Random(5)
+    names = [f"d{i % 7}/f{i:05}.txt" for i in range(5000)]
+    rnd.shuffle(names)  # rg's parallel order
+    out = b"".join(b"".join(f"./{n}\0{k}:line {k}\n".encode() for k in (1, 2, 3))
+                   for n in names) + b"\n3 matches\n5000 files searched\n"
+    lines = ripgrep._LineParser(keep=11, accept=lambda raw: raw[2:].decode())
+    most = 0
+    for at in range(0, len(out), 4096):
+        lines.feed(out[at:at + 4096])
+        most = max(most, sum(len(v) for v in lines.blocks.values()))
+    lines.switch(b"")
+    lines.trim()
+    assert most <= 11 + 1024 + 3 and lines.more and lines.searched() == 5000
+    assert sorted(lines.blocks) == sorted(names)[:4]
+    counts = b"".join(f"./{n}\0{3}\n".encode() for n in names) + b"\n5000 files searched\n"
+    counted = ripgrep._CountParser(keep=11, weighted=False, counted=True,
+                                   accept=lambda raw: raw[2:].decode())
+    for at in range(0, len(counts), 4096):
+        counted.feed(counts[at:at + 4096])
+        assert len(counted.files) <= 2 * 11 + 64 + 4096 // 20
+    counted._trim()
+    assert [f[0] for f in sorted(counted.files)] == sorted(names)[:11]
+    assert counted.more and counted.searched() == 5000
