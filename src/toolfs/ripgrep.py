@@ -52,8 +52,10 @@ _ASCII_CLASSES = {
 _found_binary: tuple[bool, str | None] = (False, None)
 _lock = threading.Lock()
 
-CHUNK = 1 << 16
+CHUNK = 1 << 18
 """Bytes read from ripgrep's output at a time."""
+PIPE_BYTES = 1 << 20
+"""The pipe's buffer asked for (ripgrep writes ahead of the parse up to it)."""
 BATCH = 2048
 """Files named on one ``rg --line-number`` command line (step 2)."""
 
@@ -199,6 +201,12 @@ def stream(args: list[str], cwd: str, consume: Callable[[bytes], bool]) -> int:
                                start_new_session=True)
     assert process.stdout is not None
     fd = process.stdout.fileno()
+    # A larger pipe lets ripgrep's threads run ahead while this thread parses (64 KiB by
+    # default; Linux only, up to its pipe-max-size): what it holds stays bounded.
+    with contextlib.suppress(OSError, AttributeError, ImportError):
+        import fcntl  # POSIX only, as this engine (toolfs.tools_discovery checks)
+
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
     try:
         while True:
             left = deadline.remaining()
