@@ -434,7 +434,7 @@ class _LineParser:
                 self.stats += buf[:cut]
             return True
         lines = buf[:cut - 1].split(b"\n") if cut else []
-        keep, take = self.keep, _take
+        keep = self.keep
         for i, line in enumerate(lines):
             raw, sep, record = line.partition(b"\0")
             if not sep:
@@ -452,7 +452,19 @@ class _LineParser:
                 self.switch(raw)
             got = self._got
             if got is not None and len(got) < keep:
-                take(got, record)
+                # `N:text` (a match) or `N-text` (context): the first `:` or `-` ends
+                # the number (inlined: this runs once per line ripgrep prints).
+                colon, dash = record.find(b":"), record.find(b"-")
+                at = colon if dash < 0 or 0 <= colon < dash else dash
+                if at <= 0:
+                    continue
+                text = record[at + 1:]
+                if text[-1:] == b"\r":
+                    text = text[:-1]  # the CR of a CRLF ending
+                try:
+                    got.append((int(record[:at]) - 1, at == dash, text))
+                except ValueError:
+                    continue
         return True
 
     def switch(self, raw: bytes) -> None:
@@ -493,19 +505,6 @@ class _LineParser:
     def searched(self) -> int | None:
         found = re.search(rb"\n(\d+) files searched\n", b"\n" + bytes(self.stats))
         return int(found.group(1)) if found else None
-
-
-def _take(got: list[Line], record: bytes) -> None:
-    m = _NUMBER.match(record)
-    if m is None:
-        return
-    text = record[m.end():]
-    if text.endswith(b"\r"):
-        text = text[:-1]  # the CR of a CRLF ending
-    got.append((int(m.group(1)) - 1, m.group(2) == b"-", text))
-
-
-_NUMBER = re.compile(rb"(\d+)([:-])")
 
 
 __all__ = ["Blocks", "Counted", "Refused", "content", "count", "ripgrep_binary", "stream",
