@@ -21,7 +21,7 @@ from typing import Any
 from toolfs import grep_workers, ripgrep
 from toolfs._trusted import trusted
 from toolfs.backends.base import Blob
-from toolfs.backends.conditions import RESERVED_MARK, has_reserved_part
+from toolfs.backends.conditions import has_reserved_part
 from toolfs.backends.local import LocalStore
 from toolfs.discovery import (
     LineRegex,
@@ -282,10 +282,6 @@ def grep(fs: PolicyFileSystem, args: GrepArgs) -> GrepResult:
     return _grep_listed(fs, path, base, prefix, override, listed, stats, search)
 
 
-_RESERVED_GLOBS = [f".*{RESERVED_MARK}*", f"{RESERVED_MARK}*"]
-"""toolfs's own temporary files (:func:`toolfs.backends.conditions.is_reserved_name`)."""
-
-
 def _grep_ripgrep(fs: PolicyFileSystem, args: GrepArgs, regex: LineRegex,
                   path: str | None, search: _Search) -> GrepResult | None:
     """``grep`` answered by ripgrep (:mod:`toolfs.ripgrep`), or ``None`` where the
@@ -347,7 +343,9 @@ def _grep_ripgrep(fs: PolicyFileSystem, args: GrepArgs, regex: LineRegex,
     walk: dict[str, Any] = {
         "cwd": root, "start": "./" + rel if rel else "./", "regexp": regexp,
         "ignore_case": args.ignore_case, "size_cap": fs.size_cap, "glob": args.glob,
-        "deny_globs": [*(d.strip() for d in fs.deny), *_RESERVED_GLOBS],
+        # toolfs's temporary files are hidden (rg skips them) and left out by `accept`
+        # where a glob brings them back: no glob of their own, which costs per file.
+        "deny_globs": [d.strip() for d in fs.deny],
         "fold_case": fs.store.folds_case, "gitignore": fs.gitignore,
         "ignore_files": ignore_files, "keep": search.limit + 1, "accept": accept}
     try:
