@@ -11,7 +11,8 @@ no blob versioning):
   (a record, plus a pre-image copy where the store keeps no versions);
 * ``rewind`` of the N edits, and an all-or-nothing commit of N updates
   (``toolfs.undo.atomic.commit_all``): requests and conditional writes per file, against
-  the bound of 2N + 1 requests and N writes;
+  the bound of 2N + 1 requests and N writes; and ``fork.commit()`` of N updates made in
+  a fork (its overlay in memory);
 * the in-memory journal's bytes held per change.
 
     python benchmarks/bench_undo.py [--tiny] [--files N] [--stores s3,gcs,azure]
@@ -144,6 +145,12 @@ def measure(label: str, emu: Any, fs: Any, bucket: str, options: Any, n: int,
             assert done[0].ok, done[0].refused
             rows["commit req/file"] = reqs / n
             rows["bound 2N+1"] = f"{reqs} <= {2 * n + 1}: {reqs <= 2 * n + 1}"
+            fork = ws.fork()  # a fork's commit of N updates (its overlay in memory)
+            for name in names:
+                fork.edit(name, "# committed\n", "# forked\n")
+            reqs, writes = counted(emu, fork.commit)
+            rows["fork commit req/file"] = reqs / n
+            rows["fork commit writes/file"] = writes / n
     return rows
 
 
@@ -161,13 +168,15 @@ def main() -> int:
         for label, emu, fs, bucket, options in each:
             results.append(measure(label, emu, fs, bucket, options, n, args.size))
     headers = ["store", "edit", "journal (memory)", "journal (persisted)", "held/change",
-               "rewind req/file", "rewind writes/file", "commit req/file", "bound 2N+1"]
+               "rewind req/file", "rewind writes/file", "commit req/file", "bound 2N+1",
+               "fork commit req/file", "fork commit writes/file"]
     print(f"### Undo, {n} files of {args.size} bytes (requests counted at the emulator)\n")
     print(_common.markdown_table(headers, [[
         r["store"], f"{r['edit']:.2f}", f"+{r['journal (memory)']:.2f}",
         f"+{r['journal (persisted)']:.2f}", f"{r['held/change']:.0f} B",
         f"{r['rewind req/file']:.2f}", f"{r['rewind writes/file']:.2f}",
-        f"{r['commit req/file']:.2f}", r["bound 2N+1"]] for r in results]))
+        f"{r['commit req/file']:.2f}", r["bound 2N+1"], f"{r['fork commit req/file']:.2f}",
+        f"{r['fork commit writes/file']:.2f}"] for r in results]))
     print("\nedit: requests per edit after a read without a journal; journal: requests a "
           "journal adds per change; held/change: bytes the in-memory journal holds per "
           "change (the pre-image and the bytes left, shared with the ledger's cache).")

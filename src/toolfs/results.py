@@ -157,7 +157,8 @@ class GrepResult(_Result):
     truncated: bool
     """True when ``head_limit`` or a cap cut the result."""
     files_searched: int
-    """Text files actually searched (skipped files not counted)."""
+    """Text files actually searched (skipped files not counted). With ``skipped_unknown``
+    (ripgrep's engine): the files ripgrep searched, binary files it gave up on included."""
     skipped: dict[str, int] = {}
     """Files left out, by reason: ``too_large`` (over the size cap, never fetched),
     ``not_text`` (NUL bytes or invalid UTF-8), ``unreadable`` (vanished or failed while
@@ -166,6 +167,11 @@ class GrepResult(_Result):
     """``.gitignore`` wildcard rules beyond the limit of one file
     (:data:`toolfs.schemas.MAX_IGNORE_PATTERNS`), not applied: files only they would
     ignore were searched."""
+    skipped_unknown: bool = False
+    """True when the engine did not report the files it skipped (ripgrep, local grep's
+    engine where ``rg`` is available, does not count the files it leaves out as binary,
+    over the size cap or unreadable): ``skipped`` is then empty, which says nothing of
+    how many were skipped. See docs/contract.md, "grep engines"."""
 
 
 class ListEntry(_Result):

@@ -60,8 +60,9 @@ from toolfs.schemas import (
 from toolfs.schemas import tool_definitions as _tool_definitions
 from toolfs.tools import notebook as notebook_tools
 from toolfs.tools import search as tools_discovery
+from toolfs.undo.fork import Fork, open_fork
 from toolfs.undo.journal import JOURNAL_BYTES, Journal
-from toolfs.undo.model import Change, Checkpoint, RewindResult
+from toolfs.undo.model import Change, Checkpoint, CommitResult, RewindResult
 from toolfs.undo.persist import open_journal
 from toolfs.undo.rewind import rewind as undo_rewind
 
@@ -332,8 +333,14 @@ class Workspace:
     def changes(self, since: Checkpoint | str | int | None = None) -> list[Change]:
         """This context's changes (after checkpoint ``since``, or all), oldest first:
         every write, edit, notebook edit, delete and move it committed, through any
-        tool or adapter. Never shown to the model unless an adapter offers it."""
+        tool or adapter. Never shown to the model unless an adapter offers it.
+
+        On a fork, ``changes()`` (no ``since``) lists the fork's changes against the
+        base versions they were made from (:meth:`toolfs.undo.fork.Fork.changes`): what
+        :meth:`commit` would land."""
         def listed(fs: PolicyFileSystem) -> list[Change]:
+            if since is None and self._fork is not None:
+                return self._fork.changes()
             start = 0 if since is None else self.journal.find_checkpoint(since).position
             return self.journal.changes(start)
         return self._guarded(listed)
@@ -393,7 +400,54 @@ class Workspace:
         """Another execution context (fresh ledger) over the same filesystem and root."""
         options = {k: v for k, v in self._options.items() if k != "context_id"}
         options.update(overrides)
-        return Workspace(self.fs.fs, root=self.fs.jail.root, **options)
+        context = Workspace(self.fs.fs, root=self.fs.jail.root, **options)
+        context._fork = self._fork  # another context of the same fork, if this is one
+        return context
+
+    # -- forks (toolfs.undo.fork; docs/policy.md, "Forks") ---------------------------
+
+    _fork: Fork | None = None
+
+    def fork(self, overlay: str | None = None, *,
+             storage_options: Mapping[str, Any] | None = None) -> Workspace:
+        """A copy-on-write view of this workspace, with the same policy, for one more
+        context that starts from what this one observed: its changes go to an overlay
+        (in memory, or at the fsspec URL ``overlay``, which survives the process and is
+        reopened by forking with the same URL) until :meth:`commit` lands them here,
+        all or nothing, or :meth:`discard` drops them. Other contexts here see nothing
+        of them before."""
+        def opened(fs: PolicyFileSystem) -> Workspace:
+            made = open_fork(fs, overlay, storage_options)
+            # A context of its own (its journal in memory), over the overlay's store.
+            options = {k: v for k, v in self._options.items()
+                       if k not in ("context_id", "journal")}
+            child = Workspace(made.fs, root=fs.jail.root, **{**options, "store": made.store})
+            child._fork = made
+            child.restore(fs.ledger.snapshot())
+            return child
+
+        return self._guarded(opened)
+
+    def commit(self) -> CommitResult:
+        """Land this fork's changes in the workspace it was forked from, all or nothing
+        (:meth:`toolfs.undo.fork.Fork.commit`); the fork goes on from there."""
+        def committed(fs: PolicyFileSystem) -> CommitResult:
+            result = self._forked().commit(fs)
+            for err in result.refused.values():
+                self._masked(err)
+            return result
+
+        return self._guarded(committed)
+
+    def discard(self) -> None:
+        """Drop this fork's changes and its overlay; the fork is spent."""
+        self._guarded(lambda fs: self._forked().discard())
+
+    def _forked(self) -> Fork:
+        if self._fork is None:
+            raise fs_error("invalid_arguments", "this workspace is not a fork; "
+                           "commit and discard apply to the workspace fork() returned")
+        return self._fork
 
     def __repr__(self) -> str:
         return f"Workspace({self._redact.message(self.url)!r}, context_id={self.context_id!r})"
@@ -503,6 +557,22 @@ class AsyncWorkspace:
     async def rewind(self, checkpoint: Checkpoint | str | int) -> RewindResult:
         """:meth:`Workspace.rewind` on a worker thread."""
         return await self._run(self.sync.rewind, checkpoint)
+
+    async def fork(self, overlay: str | None = None, *,
+                   storage_options: Mapping[str, Any] | None = None) -> AsyncWorkspace:
+        """:meth:`Workspace.fork` (an overlay URL is opened on a worker thread); the
+        fork runs on the same worker threads."""
+        made = await self._run(lambda: self.sync.fork(overlay,
+                                                      storage_options=storage_options))
+        return AsyncWorkspace(made, _pool=self._pool)
+
+    async def commit(self) -> CommitResult:
+        """:meth:`Workspace.commit` on a worker thread."""
+        return await self._run(self.sync.commit)
+
+    async def discard(self) -> None:
+        """:meth:`Workspace.discard` on a worker thread."""
+        await self._run(self.sync.discard)
 
     def new_context(self, **overrides: Any) -> AsyncWorkspace:
         """Another execution context over the same root, on the same worker threads."""

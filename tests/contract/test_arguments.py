@@ -198,6 +198,13 @@ def test_trusted_models_are_the_validated_ones(tmp_path: pathlib.Path) -> None:
     for result in results:
         _same_as_validated(result)
         _same_as_validated(result.version)
+    ws.write("g.txt", "x" * 50_000 + " three\nfour\n")
+    for engine in ("ripgrep", "python"):
+        grep = ws.new_context(grep_engine=engine).grep("three", output_mode="content",
+                                                       context=1)
+        assert len(grep.matches) == 3 and any(m.chars for m in grep.matches)
+        for match in grep.matches:
+            _same_as_validated(match)
     events = list(ws.audit.events)
     assert {e.type for e in events} == {"fs/read", "fs/write-intent", "fs/written"}
     for event in events:

@@ -44,21 +44,22 @@ from tests.contract.test_paths import Paths, SyncPaths
 from tests.contract.test_reading import Reading
 from tests.contract.test_stale_diff import StaleDiff, SyncStaleDiff
 from tests.contract.test_stale_merge import StaleMerge, SyncStaleMerge
-from tests.contract.test_undo_and_forks import UndoJournal
+from tests.contract.test_undo_and_forks import Forks, UndoJournal
+from tests.contract.test_wide_text import WideText
 from tests.contract.test_writing import Writing
 
 
 class EveryBackend(
     Reading, Writing, Editing, ObservationAndStaleness, StaleDiff, StaleMerge,
     ConfinementAndDeny, Paths, Discovery, Listing, GrepContentCache, Bounds, OutputBudget,
-    Arguments, EventsAndHooks, Concurrency, MovesAndHandles, FsspecSemantics,
+    Arguments, EventsAndHooks, Concurrency, MovesAndHandles, FsspecSemantics, WideText,
 ):
     """The behaviours run on every backend, sync and async."""
 
 
 class SyncOnly(
     SyncStaleDiff, SyncStaleMerge, SyncPaths, SyncConcurrentCreates, SyncFsspecSemantics,
-    SyncMedia, SyncNotebookCells, SyncConditionProbe, UndoJournal,
+    SyncMedia, SyncNotebookCells, SyncConditionProbe, UndoJournal, Forks,
 ):
     """The behaviours run once per backend, through the sync path."""
 

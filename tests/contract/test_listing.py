@@ -29,6 +29,7 @@ from tests.contract.test_discovery import TREE as DISCOVERY_TREE
 from toolfs.backends import GenericStore, store_for
 from toolfs.backends.base import Blob, Entry, Store
 from toolfs.backends.memory import MemoryStore
+from toolfs.search import ripgrep
 
 TREE: dict[str, bytes] = {
     "a.txt": b"alpha\n",
@@ -368,14 +369,20 @@ def test_local_symlinks_and_special_files(local: LocalBackend, tmp_path: Any) ->
         real = os.path.realpath(os.path.join(root, "real.txt"))
         assert targets == {os.path.join(root, "link.txt"): real,
                            os.path.join(root, "d", "rel-link.txt"): real}
-        # grep and glob reach a link inside the root under its own name, and search the
-        # file it reaches; links that lead outside, dangle or loop are not there at all.
-        ws = local.workspace()
+        # grep (the Python engine) and glob reach a link inside the root under its own
+        # name, and search the file it reaches; links that lead outside, dangle or loop
+        # are not there at all.
+        ws = local.workspace(grep_engine="python")
         (outside / "secret.txt").write_bytes(b"real! secret")
         found = ws.grep("real!", output_mode="content")
         assert sorted(m.path for m in found.matches) == [
             "d/rel-link.txt", "link.txt", "real.txt"]
         assert found.skipped == {}, found.skipped
+        # ripgrep's engine follows no symlink at all (no -L; docs/contract.md).
+        if ripgrep.ripgrep_binary() is not None:
+            found = local.workspace().grep("real!", output_mode="content")
+            assert [m.path for m in found.matches] == ["real.txt"]
+            assert found.skipped_unknown
         assert sorted(ws.glob("**/*.txt").paths) == [
             "d/inner.txt", "d/rel-link.txt", "link.txt", "real.txt"]
         denied = local.workspace(deny=["real.txt"])

@@ -144,7 +144,7 @@ class Reading:
 
     def test_read_not_text_not_found_not_a_file(self, backend: Backend) -> None:
         ws = backend.workspace()
-        backend.put("bin.dat", b"\xff\xfe\x00\x01")
+        backend.put("bin.dat", b"\xff\xfe\x00\xd8")
         err(ws, "read", "not_text", file_path="bin.dat")
         backend.put("nul.txt", b"abc\x00def")
         err(ws, "read", "not_text", file_path="nul.txt")

@@ -427,7 +427,9 @@ async def test_http_client_without_token_cannot_connect(http_url: str) -> None:
 
 @pytest.mark.anyio
 async def test_http_sessions_are_separate_contexts(http_url: str) -> None:
-    async with _http(http_url) as a, _http(http_url) as b:
+    # Handshake-era sessions (the client's "legacy" mode); without one, see
+    # test_http_serves_the_2026_07_28_protocol.
+    async with _http(http_url, mode="legacy") as a, _http(http_url, mode="legacy") as b:
         created = await a.call_tool("write", {"file_path": "shared.md", "content": "v1\n"})
         assert not created.is_error
         # b never read the file: its own ledger is empty, so it may not replace it.
@@ -449,7 +451,8 @@ async def test_http_sessions_are_separate_contexts(http_url: str) -> None:
 @pytest.mark.anyio
 async def test_http_tools_and_structured_content(http_url: str) -> None:
     async with _http(http_url) as client:
-        assert client.session.protocol_version == "2025-11-25"
+        # Discovery offers every version: the client's choice, the newest, is served.
+        assert client.session.protocol_version == "2026-07-28"
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert tools["read"].annotations is not None
         assert tools["read"].annotations.read_only_hint is True
@@ -461,11 +464,15 @@ async def test_http_tools_and_structured_content(http_url: str) -> None:
 
 
 @pytest.mark.anyio
-async def test_http_stateless_requests_are_refused(http_url: str) -> None:
-    # The 2026-07-28 protocol carries no session over HTTP; a ledger needs one.
+async def test_http_serves_the_2026_07_28_protocol(http_url: str) -> None:
+    # No session: the context is the principal and the key the client names
+    # (tests/server/test_contexts.py); here one agent of the static token's principal.
     async with _http(http_url, mode="2026-07-28") as client:
-        with pytest.raises(MCPError, match="per MCP session"):
-            await client.call_tool("read", {"file_path": "x"})
+        assert client.session.protocol_version == "2026-07-28"
+        wrote = await client.call_tool("write", {"file_path": "modern.md", "content": "a\n"})
+        edited = await client.call_tool(
+            "edit", {"file_path": "modern.md", "old_string": "a", "new_string": "b"})
+    assert not wrote.is_error and not edited.is_error
 
 
 @pytest.mark.anyio
@@ -698,8 +705,8 @@ def test_cli_max_sessions_needs_the_http_transport(capsys: pytest.CaptureFixture
 async def test_http_session_limit_refuses_clearly_and_frees_closed_slots() -> None:
     server = ToolfsMCP(toolfs.Workspace("memory://toolfs-mcp-limit"))
     with _uvicorn_thread(server.http_app(token=TOKEN, max_sessions=2)) as url:
-        async with _http(url) as a:
-            async with _http(url) as b:
+        async with _http(url, mode="legacy") as a:
+            async with _http(url, mode="legacy") as b:
                 for client in (a, b):
                     await client.call_tool("write", {"file_path": "x.txt", "content": "x"})
                 assert server.session_contexts == 2
@@ -712,14 +719,14 @@ async def test_http_session_limit_refuses_clearly_and_frees_closed_slots() -> No
                 # An established session keeps working at the limit.
                 assert not (await a.call_tool("read", {"file_path": "x.txt"})).is_error
                 with pytest.raises(Exception):  # noqa: B017 - the SDK wraps the 503
-                    async with _http(url):
+                    async with _http(url, mode="legacy"):
                         pass
             # b closed its session (DELETE): its slot and its context are free again.
             deadline = time.monotonic() + 10
             while server.session_contexts > 1 and time.monotonic() < deadline:
                 await anyio.sleep(0.05)
             assert server.session_contexts == 1
-            async with _http(url) as c:
+            async with _http(url, mode="legacy") as c:
                 third = await c.call_tool("read", {"file_path": "x.txt"})
                 assert not third.is_error
         deadline = time.monotonic() + 10

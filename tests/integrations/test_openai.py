@@ -423,7 +423,7 @@ def test_not_text_missing_files_and_create_over_an_existing_file() -> None:
     out = apply_patch(ws, _update("nope.txt", "@@\n-a\n+b\n"))
     assert out.text == ("Error [not_found]: nope.txt does not exist\n"
                         "Check the path; make a new file with a create_file operation.")
-    ws.fs.fs.pipe_file(ws.fs.resolve("bin.dat").backend_path, b"\xff\xfe a\n")
+    ws.fs.fs.pipe_file(ws.fs.resolve("bin.dat").backend_path, b"\xfe a\n")
     ws.fs.cat_file("bin.dat")
     out = apply_patch(ws, _update("bin.dat", "@@\n- a\n+ b\n"))
     assert out.error is not None and out.error.code == "not_text"

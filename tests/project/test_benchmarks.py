@@ -182,6 +182,28 @@ def test_bench_big_prefix() -> None:
     assert "| streamed" in done.stdout and "whole listing first" in done.stdout, done.stdout
 
 
+def test_bench_server() -> None:
+    # `toolfs serve` behind haproxy on moto, --tiny: one replica with the static token,
+    # three with the ledger and JWTs (the processes take most of the time to start).
+    done = run("bench_server.py", timeout=600)
+    assert_table(done)
+    assert re.search(r"\| +1 \| in-process +\| static token ", done.stdout), done.stdout
+    assert re.search(r"\| +3 \| --ledger +\| JWT ", done.stdout), done.stdout
+    assert re.search(r"\| --ledger +\| read +\| +\d+ \| +1 \| PUT +\|", done.stdout), \
+        done.stdout
+    assert re.search(r"\| --ledger +\| edit +\| +\d+ \| +2 \| GET PUT \|", done.stdout), \
+        done.stdout
+    # Sticky routing: one request each.
+    assert re.search(r"\| --ledger --sticky \| edit +\| +\d+ \| +1 \| PUT +\|",
+                     done.stdout), done.stdout
+
+
+def test_bench_auth() -> None:
+    done = run("bench_auth.py", timeout=180)
+    assert_table(done)
+    assert "| JWT seen before (cache hit)" in done.stdout and "| OAuth JWT" in done.stdout
+
+
 def test_bench_merge_processes() -> None:
     done = run("bench_merge_processes.py", timeout=300)  # --tiny: local and S3 (moto)
     assert_table(done)
@@ -190,13 +212,7 @@ def test_bench_merge_processes() -> None:
     assert len(rows) == 4, done.stdout
     # None lost; no refusal without the whole diff.
     assert all(row[-1] == "0" and row[-2] == "0" for row in rows), done.stdout
-
-
 def test_bench_undo() -> None:
-    if not _s3_ready():
-        import pytest
-
-        pytest.skip("needs s3fs and moto")
     done = run("bench_undo.py", timeout=300)
     assert_table(done)
     assert "| S3 versioned" in done.stdout and ": True |" in done.stdout, done.stdout

@@ -101,8 +101,8 @@ def merge_write(base: bytes, mine: bytes, current: bytes, *,
             y += h.a_end - h.a_start  # the lines this change replaced, untouched there
         x = h.a_end
     out.extend(c[y:])
-    data = "".join(out).encode("utf-8")
-    return Rebased(data=BOM + data if cur_doc.bom else data, theirs=tuple(ranges))
+    # In the current file's encoding and BOM (UTF-16/32 stays so: toolfs.formats.text).
+    return Rebased(data=cur_doc.encode("".join(out)), theirs=tuple(ranges))
 
 
 def _with_ending(line: str, eol: str) -> str:
@@ -161,15 +161,15 @@ def merge_edit(base_text: str, current: bytes, old: str, new: str, *, replace_al
         return None
     outcome = apply_edit(cur_doc.text, old, new, replace_all=replace_all, path=path,
                          max_bytes=max_bytes, bom=cur_doc.bom,
-                         size=len(current) - (len(BOM) if cur_doc.bom else 0))
+                         size=len(current) - (len(BOM) if cur_doc.bom else 0)
+                         if cur_doc.codec == "utf-8" else None)
     # Their hunks in the merged file: moved by the lines each earlier replacement adds.
     grow = new.replace("\r\n", "\n").count("\n") - old_n.count("\n")
     ranges = []
     for h in hunks:
         before = bisect.bisect_left(match_lines, h.b_start)
         ranges.append(_range(h.b_start + grow * before, h.b_end - h.b_start))
-    data = outcome.text.encode("utf-8")
-    return outcome, Rebased(data=BOM + data if cur_doc.bom else data, theirs=tuple(ranges))
+    return outcome, Rebased(data=cur_doc.encode(outcome.text), theirs=tuple(ranges))
 
 
 def _starts(lines: Sequence[str]) -> list[int]:

@@ -5,6 +5,10 @@ Pure functions over ``bytes``/``str``; no I/O. The rules:
 * files are UTF-8; invalid UTF-8 or a NUL byte makes a file ``not_text``;
 * a UTF-8 BOM is kept and is not part of the text the model sees or matches; only the
   file's very first bytes can be a BOM (a U+FEFF anywhere else is text);
+* a file that starts with a UTF-16 or UTF-32 BOM (LE or BE) is text in that encoding
+  (:data:`WIDE_BOMS`): decoded for the model, written back in its own encoding behind
+  the same BOM (a code unit that does not decode, or a NUL character, makes it
+  ``not_text``); without a BOM such bytes are not UTF-8, so ``not_text``;
 * the model sees and writes ``\\n``; in a file that uses ``\\r\\n``, matches are found
   on the LF-normalised text and replacements are written back with the line ending
   of the span they replace; every byte outside the replaced spans is unchanged;
@@ -30,6 +34,22 @@ from toolfs.errors import FsError, fs_error
 
 BOM = b"\xef\xbb\xbf"
 
+WIDE_BOMS: tuple[tuple[bytes, str], ...] = (
+    (b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+"""The byte-order marks of the wide encodings a file may be in, and their codecs: a
+UTF-32 mark first (UTF-32LE's starts with UTF-16LE's)."""
+_MARKS = {codec: mark for mark, codec in WIDE_BOMS} | {"utf-8": BOM}
+
+
+def wide_codec(data: bytes) -> str | None:
+    """The codec of a file that starts with a UTF-16 or UTF-32 byte-order mark."""
+    if data[:1] in (b"\xff", b"\xfe", b"\x00"):
+        for mark, codec in WIDE_BOMS:
+            if data.startswith(mark):
+                return codec
+    return None
+
 MAX_DETAIL_LINES = 100
 """Line numbers an ``ambiguous_match`` error carries in ``details["lines"]``."""
 MAX_MESSAGE_LINES = 20
@@ -41,15 +61,23 @@ MAX_HINT_OLD = 100_000
 
 
 class Document(NamedTuple):  # made on every edit: a tuple is the cheapest to make
-    """A decoded text file: its text without BOM, and whether it had one."""
+    """A decoded text file: its text without BOM, whether it had one, and its codec
+    (``utf-8``, or ``utf-16-le``... for a file with a wide BOM: :data:`WIDE_BOMS`)."""
 
     text: str
     bom: bool
+    codec: str = "utf-8"
+
+    @property
+    def mark(self) -> bytes:
+        """The BOM's bytes (``b""`` for a file without one)."""
+        return _MARKS[self.codec] if self.bom else b""
 
     def encode(self, text: str | None = None) -> bytes:
-        """Bytes of ``text`` (default: this document's), with the BOM if it had one."""
-        body = (self.text if text is None else text).encode("utf-8")
-        return BOM + body if self.bom else body
+        """Bytes of ``text`` (default: this document's) in this document's encoding, with
+        the BOM if it had one."""
+        body = (self.text if text is None else text).encode(self.codec)
+        return self.mark + body if self.bom else body
 
 
 def _not_text_nul(path: str | None, offset: int | None = None) -> FsError:
@@ -63,8 +91,12 @@ def _not_text_utf8(path: str | None, offset: int) -> FsError:
                     path=path, details={"byte_offset": offset})
 
 
-def decode(data: bytes, path: str | None = None) -> Document:
-    """Decode file bytes, or raise ``not_text``."""
+def decode(data: bytes, path: str | None = None, *, wide: bool = True) -> Document:
+    """Decode file bytes, or raise ``not_text``. ``wide=False``: a UTF-16/32 file is
+    ``not_text`` too (formats that are UTF-8 by definition: notebooks)."""
+    codec = wide_codec(data) if wide else None
+    if codec is not None:
+        return _decode_wide(data, codec, path)
     bom = data.startswith(BOM)
     body = data[len(BOM):] if bom else data
     if b"\x00" in body:
@@ -74,6 +106,19 @@ def decode(data: bytes, path: str | None = None) -> Document:
     except UnicodeDecodeError as exc:
         raise _not_text_utf8(path, exc.start) from exc
     return Document(text=text, bom=bom)
+
+
+def _decode_wide(data: bytes, codec: str, path: str | None) -> Document:
+    mark = _MARKS[codec]
+    try:
+        text = data[len(mark):].decode(codec)
+    except UnicodeDecodeError as exc:
+        raise fs_error("not_text", f"{path or 'file'} is not valid {codec.upper()} (byte "
+                       f"{len(mark) + exc.start})", path=path,
+                       details={"byte_offset": len(mark) + exc.start}) from exc
+    if "\x00" in text:
+        raise _not_text_nul(path)
+    return Document(text=text, bom=True, codec=codec)
 
 
 def normalize_newlines(s: str) -> str:

@@ -22,14 +22,28 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from toolfs.deadline import DEFAULT_TIMEOUT
 from toolfs.redact import Redactor, is_credential_name
 
+if TYPE_CHECKING:
+    from toolfs.workspace import Workspace
+
+ServerSetup = Callable[[argparse.Namespace, "Workspace", dict[str, Any], "str | None"],
+                       tuple[Any, Any]]
+"""What ``toolfs serve`` calls for OAuth, principals and audit: given the parsed command
+line, the server's workspace, its storage options and the static token, it returns the
+rooms and the resource server (``None`` for what is not asked for), raising
+:class:`UsageError` for a bad combination. ``toolfs.server.command.setup`` is the one the
+``toolfs`` entry point (``toolfs.__main__``) passes: the server package sits above this
+module, which never imports it."""
+
 TOKEN_ENV = "TOOLFS_TOKEN"
+INTROSPECTION_SECRET_ENV = "TOOLFS_INTROSPECTION_SECRET"
 JOURNAL_ENV = "TOOLFS_JOURNAL"
 FORMATS = ("json_schema", "openai", "openai_responses", "anthropic", "mcp")
 
@@ -45,12 +59,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+def main(argv: Sequence[str] | None = None, *, server: ServerSetup | None = None) -> int:
+    """Run the command line; returns the exit status. ``server`` sets up OAuth,
+    principals and audit for ``toolfs serve`` (see :data:`ServerSetup`)."""
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # --help, --version and usage errors
         return exc.code if isinstance(exc.code, int) else 2
+    args.server_setup = server
     redact = Redactor.for_options(dict(getattr(args, "option", [])), getattr(args, "token", None),
                                   os.environ.get(TOKEN_ENV))
     command: Callable[[argparse.Namespace], int] = args.command
@@ -206,9 +222,50 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-sessions", type=int, default=None, metavar="N",
                        help="HTTP: most MCP sessions open at once (default: 64); each keeps "
                        "a ledger and a content cache")
+    serve.add_argument("--ledger", metavar="URL", default=None,
+                       help="HTTP: keep what each context observed in this object-store "
+                       "directory (opened with the -o options), so that several replicas "
+                       "behind a load balancer serve any call of a context; the served URL "
+                       "itself puts it in a hidden .toolfs-ledger directory there")
+    serve.add_argument("--sticky", action="store_true",
+                       help="with --ledger: the balancer sends each context to one replica "
+                       "(sticky routing), so a replica answers from its own copy of the "
+                       "context's observations and checks the ledger only when a change "
+                       "is refused (a read or an edit then adds one ledger request)")
     serve.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                        help="each tool call ends by then, every request and retry in it "
                        f"(default: {DEFAULT_TIMEOUT:g}; 'none': no deadline)")
+    # Many remote agents (docs/server.md): OAuth, a room per principal, an audit trail.
+    auth = serve.add_argument_group("OAuth and principals (HTTP; see docs/server.md)")
+    auth.add_argument("--auth-issuer", metavar="ISSUER",
+                      help="accept OAuth access tokens of this issuer (its exact iss)")
+    auth.add_argument("--resource", metavar="URL",
+                      help="this server's public URL, e.g. https://files.example.com/mcp: "
+                      "the audience tokens must be issued for (RFC 8707), and where the "
+                      "protected-resource metadata names it")
+    auth.add_argument("--jwks-url", metavar="URL",
+                      help="the issuer's JWKS (default: from its metadata)")
+    auth.add_argument("--introspection-url", metavar="URL",
+                      help="check opaque tokens with RFC 7662 introspection here instead")
+    auth.add_argument("--introspection-client-id", metavar="ID",
+                      help="this server's client id at the introspection endpoint (secret: "
+                      f"${INTROSPECTION_SECRET_ENV})")
+    auth.add_argument("--audience", metavar="AUD",
+                      help="the aud tokens must carry when the issuer cannot put --resource "
+                      "there (default: --resource)")
+    auth.add_argument("--required-scope", metavar="SCOPE", action="append", default=[],
+                      help="refuse tokens without this scope (403 insufficient_scope; "
+                      "repeatable)")
+    auth.add_argument("--principals", metavar="FILE",
+                      help="a room per principal: root, scopes, deny, on_stale (TOML)")
+    auth.add_argument("--groups-claim", metavar="CLAIM", default="groups",
+                      help="the token claim a principal's groups match reads (default: "
+                      "groups)")
+    auth.add_argument("--audit", metavar="PATH_OR_URL",
+                      help="append every change as a JSON line to this file, or batch "
+                      "lines into new objects under this fsspec URL")
+    auth.add_argument("--audit-reads", action="store_true",
+                      help="with --audit: every read too")
     serve.set_defaults(command=_serve, name="serve")
     return parser
 
@@ -350,16 +407,23 @@ def _rewind(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     options = dict(args.option)
     token = args.token or os.environ.get(TOKEN_ENV) or None
-    redact = Redactor.for_options(options, token)
-    if args.transport == "http" and not token:
+    redact = Redactor.for_options(options, token, os.environ.get(INTROSPECTION_SECRET_ENV))
+    oauth = args.auth_issuer is not None or args.principals is not None
+    _check_auth_args(args)
+    if args.transport == "http" and not token and not oauth:
         raise UsageError(f"--transport http needs a bearer token: pass --token or set "
-                         f"{TOKEN_ENV}")
+                         f"{TOKEN_ENV} (or --auth-issuer / --principals)")
     if args.transport == "stdio" and (args.host, args.port, args.token) != (None, None, None):
         raise UsageError("--host, --port and --token apply to --transport http only")
     if args.transport == "stdio" and args.max_sessions is not None:
         raise UsageError("--max-sessions applies to --transport http only")
     if args.max_sessions is not None and args.max_sessions < 1:
         raise UsageError("--max-sessions must be at least 1")
+    if args.transport == "stdio" and args.ledger is not None:
+        raise UsageError("--ledger applies to --transport http only")
+    if args.sticky and args.ledger is None:
+        raise UsageError("--sticky needs --ledger (without it, each replica keeps its own "
+                         "observations: route each context to one replica)")
 
     from toolfs.integrations.mcp_server import (
         DEFAULT_MAX_SESSIONS,
@@ -368,34 +432,115 @@ def _serve(args: argparse.Namespace) -> int:
         check_token,
     )
 
-    if args.transport == "http":
+    if args.transport == "http" and token is not None:
         try:
-            check_token(token or "")
+            check_token(token)
         except ValueError as exc:
             source = "--token" if args.token else TOKEN_ENV
             raise UsageError(f"{source}: {exc}") from None
+    from toolfs.integrations._mcp_contexts import ServerContexts
     from toolfs.policy.rules import Policy
-    from toolfs.workspace import Workspace
+    from toolfs.workspace import AsyncWorkspace, Workspace
 
+    ledger, hidden = (None, ()) if args.ledger is None else \
+        _open_ledger(args.url, args.root, args.ledger, options, sticky=args.sticky)
     workspace = Workspace(args.url, options or None, root=args.root,
-                          read_only=args.read_only, deny=tuple(args.deny),
+                          read_only=args.read_only, deny=(*args.deny, *hidden),
                           policy=Policy(on_stale=args.on_stale),
                           trust_conditions=args.trust_conditions, timeout=args.timeout)
     workspace.check_root()  # a missing bucket is said now, not on every call
-    server = ToolfsMCP(workspace, redact=redact, tools=args.tools)
-    with _log_to_stderr(redact):
-        if args.transport == "stdio":
-            server.serve_stdio()
-            return 0
+    rooms, auth = None, None
+    if (args.auth_issuer, args.principals, args.audit) != (None, None, None):
+        if args.server_setup is None:
+            raise UsageError("--auth-issuer, --principals and --audit need toolfs.server: run "
+                             "the toolfs command or python -m toolfs")
+        # The principals' rooms hide the ledger as the server's root does.
+        args.deny = [*args.deny, *hidden]
+        rooms, auth = args.server_setup(args, workspace, options, token)
+    served = AsyncWorkspace(workspace) if rooms is None else rooms.default
+    server = ToolfsMCP(served, redact=redact, tools=args.tools, rooms=rooms,
+                       contexts=ServerContexts(served, ledger=ledger))
+    try:
+        with _log_to_stderr(redact):
+            if args.transport == "stdio":
+                server.serve_stdio()
+                return 0
 
-        def ready(url: str) -> None:
-            print(f"toolfs: serving {redact.message(workspace.url)} over MCP at {url} "
-                  "(Authorization: Bearer <token>)", file=sys.stderr, flush=True)
+            def ready(url: str) -> None:
+                how = ("Authorization: Bearer <token>" if auth is None else
+                       f"OAuth, issuer {args.auth_issuer}" if args.auth_issuer else
+                       "static tokens of the principals file")
+                print(f"toolfs: serving {redact.message(workspace.url)} over MCP at {url} "
+                      f"({how})", file=sys.stderr, flush=True)
 
-        server.serve_http(token=token or "", host=args.host or "127.0.0.1",
-                          port=DEFAULT_PORT if args.port is None else args.port,
-                          max_sessions=args.max_sessions or DEFAULT_MAX_SESSIONS, ready=ready)
+            if rooms is not None and rooms.audit is not None:
+                # uvicorn re-raises SIGTERM once it has shut down; as an exception here
+                # it lets the audit sink write the lines it holds (finally below).
+                signal.signal(signal.SIGTERM, _exit_on_signal)
+            server.serve_http(token=None if auth is not None else token or "",
+                              host=args.host or "127.0.0.1",
+                              port=DEFAULT_PORT if args.port is None else args.port,
+                              max_sessions=args.max_sessions or DEFAULT_MAX_SESSIONS,
+                              ready=ready, auth=auth)
+    finally:
+        if rooms is not None:
+            rooms.close()
     return 0
+
+
+def _open_ledger(url: str, root: str | None, ledger_url: str, options: dict[str, Any], *,
+                 sticky: bool = False) -> tuple[Any, tuple[str, ...]]:
+    """``--ledger``: the ledger's store, and the deny rules that hide it from the tools
+    when it lies inside the served root (the root itself: its ``.toolfs-ledger``)."""
+    from fsspec.core import url_to_fs
+
+    from toolfs.policy.shared_ledger import DEFAULT_PREFIX, open_ledger_store
+
+    served_fs, served = url_to_fs(url, **options)
+    ledger_fs, where = url_to_fs(ledger_url, **options)
+    served = served.rstrip("/") + (f"/{root.strip('/')}" if root else "")
+    where = where.rstrip("/")
+    hidden: tuple[str, ...] = ()
+    if type(ledger_fs) is type(served_fs) and (where == served
+                                               or where.startswith(served + "/")):
+        if where == served:
+            where = f"{served}/{DEFAULT_PREFIX}"
+            ledger_url = f"{ledger_url.rstrip('/')}/{DEFAULT_PREFIX}"
+        # Anchored at the root: the ledger's entries are neither listed, read nor written.
+        hidden = ("/" + where[len(served) + 1:],)
+    return open_ledger_store(ledger_url, options, trust_local=sticky), hidden
+
+
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _check_auth_args(args: argparse.Namespace) -> None:
+    """The OAuth, principals and audit options that go together (usage errors)."""
+    http_only = {"--auth-issuer": args.auth_issuer, "--resource": args.resource,
+                 "--jwks-url": args.jwks_url, "--introspection-url": args.introspection_url,
+                 "--introspection-client-id": args.introspection_client_id,
+                 "--audience": args.audience, "--principals": args.principals,
+                 "--required-scope": args.required_scope or None}
+    given = [name for name, value in http_only.items() if value is not None]
+    if args.transport == "stdio" and given:
+        raise UsageError(f"{given[0]} applies to --transport http only")
+    if args.auth_issuer is None:
+        needs = [n for n in ("--resource", "--jwks-url", "--introspection-url",
+                             "--introspection-client-id", "--audience")
+                 if http_only[n] is not None]
+        if needs:
+            raise UsageError(f"{needs[0]} needs --auth-issuer")
+    elif args.resource is None:
+        raise UsageError("--auth-issuer needs --resource (this server's URL: the audience "
+                         "its tokens are issued for)")
+    if args.jwks_url is not None and args.introspection_url is not None:
+        raise UsageError("give --jwks-url or --introspection-url, not both")
+    if args.principals is not None and args.token:
+        raise UsageError("with --principals, give each static token as a principal's "
+                         "match = { token_sha256 = \"...\" } instead of --token")
+    if args.audit_reads and args.audit is None:
+        raise UsageError("--audit-reads needs --audit")
 
 
 @contextlib.contextmanager

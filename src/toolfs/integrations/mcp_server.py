@@ -10,7 +10,10 @@ served by the SDK's own stdio and streamable-HTTP transports:
   structured content; a tool error is a result with ``isError`` whose text starts with
   ``Error [code]``, never a protocol error;
 * each MCP session is its own execution context (its own ledger of observed files): one
-  per streamable-HTTP session, one for the whole stream on stdio;
+  per streamable-HTTP session, one for the whole stream on stdio; without a session (the
+  2026-07-28 protocol, served natively) a context is (principal, the client's
+  ``toolfs-context`` header or ``_meta["toolfs/context"]``, else the principal alone), see
+  :mod:`toolfs.integrations._mcp_contexts`;
 * over HTTP, a bearer token of at least 16 characters is required (scheme matched
   case-insensitively, token in constant time), and at most ``max_sessions`` (64) sessions
   are open at once;
@@ -35,7 +38,7 @@ import socket
 import sys
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import models_json_schema
@@ -56,7 +59,8 @@ except ImportError as exc:
     raise missing_extra("mcp", "the toolfs MCP server (toolfs serve)", exc) from exc
 
 from toolfs import __version__
-from toolfs.errors import ErrorCode
+from toolfs.errors import ErrorCode, FsError
+from toolfs.integrations._mcp_contexts import ServerContexts, context_key, principal_name
 from toolfs.redact import Redactor
 from toolfs.render import ToolOutput
 from toolfs.render.media import MediaView
@@ -72,6 +76,48 @@ from toolfs.results import (
 )
 from toolfs.schemas import ARGS_MODELS, input_schema, tool_definitions
 from toolfs.workspace import AsyncWorkspace, Workspace
+
+if TYPE_CHECKING:
+    from mcp.server.auth.provider import AccessToken, TokenVerifier
+    from mcp.server.auth.settings import AuthSettings
+    from starlette.middleware import Middleware
+
+
+class CallerRoom(Protocol):
+    """What a caller works on: its name and the tools it is offered
+    (:class:`toolfs.server.rooms.Room`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def tools(self) -> tuple[str, ...]: ...
+
+
+class CallerRooms(Protocol):
+    """A room per caller, and its contexts (:class:`toolfs.server.rooms.Rooms`, which
+    this module never imports: the server package sits above it)."""
+
+    def room(self, access: AccessToken | None) -> CallerRoom | None:
+        """The room of the caller with ``access``, ``None`` for none."""
+
+    def new_context(self, room: Any, access: AccessToken | None) -> AsyncWorkspace:
+        """A new execution context in ``room`` for that caller."""
+
+    async def execute(self, context: AsyncWorkspace, tool: str, arguments: Any) -> ToolOutput:
+        """Run ``tool`` in ``context``."""
+
+
+class HttpAuth(Protocol):
+    """The SDK's auth settings and token verifier, and middleware to run after its
+    authentication (:class:`toolfs.server.http.ResourceServer`)."""
+
+    @property
+    def settings(self) -> AuthSettings: ...
+    @property
+    def verifier(self) -> TokenVerifier: ...
+
+    def middleware(self, path: str) -> list[Middleware]:
+        """Middleware after the SDK's authentication (e.g. a 403 for no principal)."""
 
 __all__ = ["BearerAuth", "SessionLimit", "ToolError", "ToolfsMCP", "check_token", "endpoint_url",
            "mcp_content", "mcp_tools", "output_schema"]
@@ -233,16 +279,25 @@ class ToolfsMCP:
         name: the server name announced to clients.
         tools: the tools to offer (default: all six); a call of another one is refused
             as an unknown tool.
+        contexts: the contexts of calls without a session (default: kept in this
+            process); give one with a shared ledger to serve from several replicas.
+        rooms: a room per principal, and the audit trail (:mod:`toolfs.server.rooms`):
+            each caller gets its room's workspace and tools, and its contexts are per
+            (room, principal, context key). Default: every caller works on ``workspace``.
     """
 
     def __init__(self, workspace: Workspace | AsyncWorkspace, *,
                  redact: Redactor | None = None, name: str = "toolfs",
-                 tools: list[str] | tuple[str, ...] | None = None) -> None:
+                 tools: list[str] | tuple[str, ...] | None = None,
+                 contexts: ServerContexts | None = None,
+                 rooms: CallerRooms | None = None) -> None:
         self.workspace = (workspace if isinstance(workspace, AsyncWorkspace)
                           else AsyncWorkspace(workspace))
+        self.contexts = contexts if contexts is not None else ServerContexts(self.workspace)
         self.redact = redact or Redactor()
         self.tools = mcp_tools(tools)
         self._enabled = frozenset(t.name for t in self.tools)
+        self.rooms = rooms
         self._stream_context: AsyncWorkspace | None = None
         self._session_contexts: set[AsyncWorkspace] = set()
         self.server: Server[Any] = Server(
@@ -255,15 +310,36 @@ class ToolfsMCP:
 
     async def _list_tools(self, ctx: ServerRequestContext[Any],
                           params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        if self.rooms is not None:  # the caller's room's tools only
+            offered = self._room(ctx).tools
+            return types.ListToolsResult(tools=[t for t in self.tools if t.name in offered])
         return types.ListToolsResult(tools=self.tools)
 
     async def _call_tool(self, ctx: ServerRequestContext[Any],
                          params: types.CallToolRequestParams) -> types.CallToolResult:
-        if params.name not in self._enabled:
+        enabled = (self._enabled if self.rooms is None
+                   else self._enabled.intersection(self._room(ctx).tools))
+        if params.name not in enabled:
             # MCP reports an unknown tool as a protocol error; bad arguments are tool errors.
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name[:50]!r}")
-        output = await self._context(ctx).execute(params.name, params.arguments or {})
+        try:
+            context = self._context(ctx)
+        except FsError as err:  # a context key that is not one
+            raise MCPError(types.INVALID_PARAMS, err.message) from None
+        arguments = params.arguments or {}
+        rooms = self.rooms
+        output = await self.contexts.execute(context, (
+            (lambda: context.execute(params.name, arguments)) if rooms is None
+            else (lambda: rooms.execute(context, params.name, arguments))))
         return self._call_result(output)
+
+    def _room(self, ctx: ServerRequestContext[Any]) -> CallerRoom:
+        """The caller's room (the HTTP layer refused a token without one: 403)."""
+        assert self.rooms is not None
+        room = self.rooms.room(_access_token(ctx))
+        if room is None:
+            raise MCPError(types.INVALID_REQUEST, "no principal of this server matches the token")
+        return room
 
     def _call_result(self, output: ToolOutput) -> types.CallToolResult:
         """``output`` as an MCP ``CallToolResult``, credentials masked in errors.
@@ -282,35 +358,59 @@ class ToolfsMCP:
 
     async def _discover(self, ctx: ServerRequestContext[Any],
                         params: types.RequestParams) -> types.DiscoverResult:
-        # The 2026-07-28 protocol has no sessions over HTTP, and a ledger needs one:
-        # advertising only handshake versions there makes clients open a session.
-        # A stream (stdio) is one client either way, so both eras work on it.
-        versions = HANDSHAKE_PROTOCOL_VERSIONS if ctx.request is not None else (
-            *HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
+        # Both eras everywhere: without a session, a call's context is its principal and
+        # the key the client names (toolfs.integrations._mcp_contexts).
+        versions = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
         return types.DiscoverResult(
             supported_versions=list(versions), instructions=_INSTRUCTIONS,
             capabilities=self.server.get_capabilities(protocol_version=ctx.protocol_version))
 
     def _context(self, ctx: ServerRequestContext[Any]) -> AsyncWorkspace:
-        """The execution context of the MCP session this request belongs to."""
+        """The execution context of this request: its MCP session's, the stream's, or
+        the one its principal and context key name (:func:`context_key`)."""
         # The SDK keeps per-connection state and teardown on the Connection, which
         # ServerRequestContext does not expose yet (the SDK's own TODO L54).
         connection = ctx.session._connection
         if connection.session_id is not None:  # a streamable-HTTP session
-            context: AsyncWorkspace | None = connection.state.get(_CONTEXT_KEY)
+            # Per (room, session): a session's token may map to another room later (its
+            # groups changed), and never reaches the first room's observations then.
+            room = None if self.rooms is None else self._room(ctx)
+            key = _CONTEXT_KEY if room is None else f"{_CONTEXT_KEY}:{room.name}"
+            context: AsyncWorkspace | None = connection.state.get(key)
             if context is None:
-                context = self.workspace.new_context()
-                connection.state[_CONTEXT_KEY] = context
+                context = self.contexts.open(
+                    context_key(self._principal(ctx, room), session_id=connection.session_id),
+                    make=self._maker(ctx, room))
+                connection.state[key] = context
                 self._session_contexts.add(context)
                 connection.exit_stack.callback(self._end_session, context)
             return context
         if ctx.request is None:  # a stream (stdio, in process): exactly one client
             if self._stream_context is None:
-                self._stream_context = self.workspace.new_context()
+                self._stream_context = (
+                    self.workspace.new_context() if self.rooms is None
+                    else self.rooms.new_context(self._room(ctx), None))
             return self._stream_context
-        raise MCPError(types.INVALID_REQUEST,
-                       "toolfs keeps what each agent has read per MCP session; open a session "
-                       "(initialize handshake) instead of sending stateless requests")
+        # No session (2026-07-28, or stateless HTTP): the principal and its key.
+        room = None if self.rooms is None else self._room(ctx)
+        return self.contexts.get(context_key(self._principal(ctx, room), ctx.request,
+                                             meta=ctx.meta), make=self._maker(ctx, room))
+
+    @staticmethod
+    def _principal(ctx: ServerRequestContext[Any], room: CallerRoom | None) -> str:
+        """Whose context: the token's principal, within its room (two people matched to
+        one room by a group claim are still two principals)."""
+        name = principal_name(ctx.request)
+        return name if room is None else json.dumps([room.name, name])
+
+    def _maker(self, ctx: ServerRequestContext[Any],
+               room: CallerRoom | None) -> Callable[[], AsyncWorkspace] | None:
+        """How a new context of this caller is made: in its room, with its audit
+        identity (``None``: from the server's workspace)."""
+        if self.rooms is None or room is None:
+            return None
+        rooms, access = self.rooms, _access_token(ctx)
+        return lambda: rooms.new_context(room, access)
 
     def _end_session(self, context: AsyncWorkspace) -> None:
         """The session ended (closed, expired or dropped): release its context."""
@@ -352,8 +452,9 @@ class ToolfsMCP:
         await self.server.run(answers, _NotedWrites(write, answers.answered),
                               self.server.create_initialization_options())
 
-    def http_app(self, *, token: str, host: str = "127.0.0.1", path: str = "/mcp",
-                 max_sessions: int = DEFAULT_MAX_SESSIONS) -> ASGIApp:
+    def http_app(self, *, token: str | None = None, host: str = "127.0.0.1",
+                 path: str = "/mcp", max_sessions: int = DEFAULT_MAX_SESSIONS,
+                 auth: HttpAuth | None = None) -> ASGIApp:
         """The streamable-HTTP ASGI app, answering 401 to requests without ``token``.
 
         ``token`` must be at least :data:`MIN_TOKEN_LENGTH` characters (see
@@ -361,25 +462,43 @@ class ToolfsMCP:
         (each holds a ledger and a content cache); past that, a request to open another
         is answered 503 with a JSON-RPC error saying so, until a session ends (the client
         closes it, or it is idle for 30 minutes).
+
+        With ``auth`` (:func:`toolfs.server.http.resource_server`) instead of ``token``,
+        the SDK's OAuth resource server checks every request (RFC 9728 metadata, 401 and
+        403 answers), then ``auth.middleware`` (with principals, a token that matches
+        none is answered 403: :class:`toolfs.server.http.PrincipalGate`).
         """
-        check_token(token)
+        if auth is None:
+            check_token(token or "")
         if max_sessions < 1:
             raise ValueError(f"max_sessions must be at least 1, not {max_sessions}")
-        app = self.server.streamable_http_app(streamable_http_path=path, host=host,
-                                              max_sessions=max_sessions)
-        return BearerAuth(SessionLimit(app, max_sessions), token)
+        if auth is None:
+            app = self.server.streamable_http_app(streamable_http_path=path, host=host,
+                                                  max_sessions=max_sessions)
+            return BearerAuth(SessionLimit(app, max_sessions), token or "")
+        if token is not None:
+            raise ValueError("give token or auth, not both")
+        app = self.server.streamable_http_app(
+            streamable_http_path=path, host=host, max_sessions=max_sessions,
+            auth=auth.settings, token_verifier=auth.verifier)
+        # Innermost of the app's middleware, after the SDK's authentication (which sets
+        # scope["user"]); Starlette builds the stack on the first request.
+        app.user_middleware.extend(auth.middleware(path))
+        return SessionLimit(app, max_sessions)
 
-    def serve_http(self, *, token: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
-                   max_sessions: int = DEFAULT_MAX_SESSIONS,
-                   ready: Callable[[str], None] | None = None) -> None:
+    def serve_http(self, *, token: str | None = None, host: str = "127.0.0.1",
+                   port: int = DEFAULT_PORT, max_sessions: int = DEFAULT_MAX_SESSIONS,
+                   ready: Callable[[str], None] | None = None,
+                   auth: HttpAuth | None = None) -> None:
         """Serve streamable HTTP until interrupted; ``port=0`` picks a free port.
 
-        ``ready`` receives the endpoint URL once the socket is listening. ``token`` and
-        ``max_sessions`` are checked (see :meth:`http_app`) before anything is bound.
+        ``ready`` receives the endpoint URL once the socket is listening. ``token``,
+        ``auth`` and ``max_sessions`` are checked (see :meth:`http_app`) before anything
+        is bound.
         """
         import uvicorn
 
-        app = self.http_app(token=token, host=host, max_sessions=max_sessions)
+        app = self.http_app(token=token, host=host, max_sessions=max_sessions, auth=auth)
         config = uvicorn.Config(app, log_config=None, log_level="warning", lifespan="on")
         # Bind here rather than in uvicorn, so the real port is known for port 0.
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -521,6 +640,16 @@ def _unreadable(exc: Exception) -> types.JSONRPCError:
         error = types.ErrorData(code=types.INVALID_REQUEST,
                                 message="Invalid Request: not a JSON-RPC 2.0 message")
     return types.JSONRPCError(jsonrpc="2.0", id=None, error=error)
+
+
+def _access_token(ctx: ServerRequestContext[Any]) -> AccessToken | None:
+    """The token the SDK's authentication middleware verified for this request."""
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+
+    # The request's own scope: the session's task was started by its first request, so
+    # a context variable would still hold that request's token.
+    user = getattr(ctx.request, "scope", {}).get("user") if ctx.request is not None else None
+    return user.access_token if isinstance(user, AuthenticatedUser) else None
 
 
 def endpoint_url(host: str, port: int, path: str = "/mcp") -> str:

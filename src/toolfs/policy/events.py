@@ -45,7 +45,9 @@ class FsEvent(BaseModel):
     (from the version it replaces; a new file diffs from nothing), so that an approval
     hook can show it. ``None`` when the replaced bytes are not held (an unconditional
     overwrite), either side is not text, or the diff is over the policy's ``diff_chars``
-    or work cap. Only events given to subscribers carry it: the audit log keeps none."""
+    or work cap. Only events given to subscribers carry it: the audit log keeps none. It
+    is computed only when a subscriber may read it: one with ``wants_diff = False`` (the
+    audit log, ``toolfs.server``'s audit trail) says it never does."""
 
 
 class Veto(Exception):
@@ -115,6 +117,9 @@ class AuditLog:
     Every workspace has one (``ws.audit``); the bound keeps a long-running agent or
     server from growing without end. ``events`` gives them as :class:`FsEvent` objects.
     """
+
+    wants_diff = False
+    """It keeps no diff: a subscriber that says so spares the policy computing one."""
 
     def __init__(self, max_events: int = 10_000) -> None:
         self.max_events = max_events

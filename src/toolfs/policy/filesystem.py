@@ -142,12 +142,12 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
         journal: told of every change before and after it is stored (a
             :class:`toolfs.undo.Journal`; :mod:`toolfs.policy.recorder`), so that the
             changes can be listed and rewound; a ``Workspace`` gives its own.
-        grep_engine: ``"python"`` (default): local ``grep`` reads and searches every
-            candidate itself (in two worker threads, :mod:`toolfs.search.grep_workers`, with
-            the single loop's answer); ``"ripgrep"``: it runs ripgrep, where there is one, as a
-            prefilter that spares reading the files it finds no line in
-            (:mod:`toolfs.search.ripgrep`; the answer is the same). Measured in
-            docs/benchmarks.md: a gain only for selective patterns with a core to spare.
+        grep_engine: ``"ripgrep"`` (default): local ``grep`` is answered by ripgrep where
+            an ``rg`` binary is available (:mod:`toolfs.search.ripgrep`; its answer defines
+            which files match, the differences are in docs/contract.md); ``"python"``,
+            and wherever ripgrep is missing or cannot answer exactly: toolfs reads and
+            searches every candidate itself (:mod:`toolfs.search.grep_workers`). Object stores
+            and memory always use the Python engine.
     """
 
     protocol: ClassVar[str] = "toolfs"
@@ -184,8 +184,8 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
         trust_conditions: bool = False,
         content_cache_bytes: int = DEFAULT_CACHE_BYTES,
         content_cache_dir: str | None = None,
-        grep_engine: Literal["python", "ripgrep"] = "python",
         journal: ChangeRecorder | None = None,
+        grep_engine: Literal["python", "ripgrep"] = "ripgrep",
     ) -> None:
         super().__init__()
         policy = policy_option(policy)
@@ -253,7 +253,11 @@ class PolicyFileSystem(Forwarding, Listings, ObserveCommit, ChainedBase,  # type
         if grep_engine not in ("python", "ripgrep"):
             raise fs_error("invalid_arguments", "grep_engine must be 'python' or 'ripgrep'")
         self.grep_engine = grep_engine
-        """``ripgrep``: local grep uses ripgrep as a prefilter where installed."""
+        """``ripgrep``: local grep is answered by ripgrep where installed."""
+        self.text_codecs: dict[str, str] = {}
+        """Display path -> codec of the UTF-16/32 files (with a BOM) this context last
+        read or edited as such: ``write`` over one keeps its encoding without a request
+        (:func:`toolfs.tools.write_file`)."""
         if journal is not None and not isinstance(journal, ChangeRecorder):
             raise fs_error("invalid_arguments", "journal must be a change recorder (a "
                            "toolfs.undo.Journal)")

@@ -101,14 +101,15 @@ class Guards:
             if len(subscribers) == 1 and type(subscribers[0]) is AuditLog:
                 subscribers[0].record(type_, self.context_id, op, path, before, after, why)
                 return None
-            shown = diff() if diff is not None else None
+            shown = diff() if diff is not None and _diff_wanted(subscribers) else None
             return trusted(FsEvent, EVENT_FIELDS_SET | ({"diff"} if shown else set()), {
                 "type": type_, "context_id": self.context_id, "operation": op,
                 "path": path, "version_before": before, "version_after": after,
                 "reason": why, "at": time.time(), "diff": shown})
         return FsEvent(type=type_, context_id=self.context_id, operation=op, path=path,
                        version_before=before, version_after=after, reason=why,
-                       diff=diff() if diff is not None else None)
+                       diff=diff() if diff is not None and _diff_wanted(self.subscribers)
+                       else None)
 
     def _before(self, type_: EventType, op: Operation, target: Target, *,
                 before: FileVersion | None = None, after: FileVersion | None = None,
@@ -221,7 +222,8 @@ class Guards:
             err.details["file"] = shown
         if err.code in ("stale", "not_observed", "denied"):
             self._notify("fs/denied", op, target, reason=f"{err.code}: {err.message}")
-        if err.code in ("stale", "not_observed") and op in ("write", "edit"):
+        if err.code in ("stale", "not_observed") and op in ("write", "edit") \
+                and not self._known_to_exist(err, target):
             # Another writer's change is there: a delete that follows (a library
             # cleaning up after its failed write) must not remove it (rm_file).
             self.ledger.note_refused_write(target.backend_path)
@@ -230,6 +232,15 @@ class Guards:
             # the file no longer says what is there, so the next update reads it again.
             self.ledger.forget(target.backend_path)
         return err
+
+    def _known_to_exist(self, err: FsError, target: Target) -> bool:
+        """An exclusive create refused because the file exists, when this context knows
+        that file (it read or wrote a version of it): nothing of someone else's is at
+        risk, and a delete stays conditional on the version it knows."""
+        if not err.details.get("exists"):
+            return False
+        seen = self.ledger.get(target.backend_path)
+        return seen is not None and seen.version is not None
 
     def _not_found(self, target: Target, cause: FsError) -> FsError:
         if cause.details.get("bucket"):  # a missing bucket, not a missing file
@@ -308,3 +319,10 @@ def _root_not_a_file(target: Target) -> FsError:
     shown = escape_undecodable(target.display)
     return fs_error("not_a_file", f"{shown} leads to the workspace root, a directory, not "
                     "a file", path=shown)
+
+
+def _diff_wanted(subscribers: list[Subscriber]) -> bool:
+    """Whether a subscriber may read an event's diff: all but those that say they never
+    do (``wants_diff = False``), for whom computing it would be wasted (milliseconds on
+    a large file)."""
+    return any(getattr(s, "wants_diff", True) for s in subscribers)

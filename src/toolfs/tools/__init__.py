@@ -10,17 +10,20 @@ rules. Each returns a canonical result or raises :class:`~toolfs.errors.FsError`
 from __future__ import annotations
 
 from toolfs._trusted import trusted
+from toolfs.backends import Create
 from toolfs.errors import FsError, fs_error
 from toolfs.formats.media import SNIFF_BYTES, MediaType, read_media, sniff
 from toolfs.formats.merge import Rebased, merge_edit
 from toolfs.formats.text import (
     BOM,
+    Document,
     EditOutcome,
     LineDecoder,
     apply_edit,
     decode,
     lines_around,
     split_lines,
+    wide_codec,
 )
 from toolfs.policy.filesystem import ObservedFile, PolicyFileSystem
 from toolfs.render import MAX_LINE_CHARS
@@ -83,7 +86,15 @@ def _read(fs: PolicyFileSystem, file_path: str, offset: int | None, limit: int |
             if kind is not None:
                 return _read_media(fs, f, kind, offset, asked_limit)
         if f.complete:
-            return _read_whole(f, offset, limit)
+            return _read_whole(f, offset, limit, fs)
+        wide = wide_codec(f.read(4))
+        f.seek(0)
+        if wide is not None:
+            raise fs_error(
+                "too_large", f"{f.path} is {wide.upper()} text of {f.size} bytes, over the "
+                f"{fs.size_cap}-byte cap for reading UTF-16/32 text (read whole only)",
+                path=f.path, details={"size": f.size, "cap": fs.size_cap,
+                                      "operation": "read"})
         return _read_stream(f, offset, limit)
 
 
@@ -98,8 +109,21 @@ def _read_media(fs: PolicyFileSystem, f: ObservedFile, media: MediaType, offset:
                       offset=offset, limit=limit)
 
 
-def _read_whole(f: ObservedFile, offset: int, limit: int) -> ReadResult:
+def _note_codec(fs: PolicyFileSystem, path: str, codec: str) -> None:
+    """Remember (or forget) that ``path`` is UTF-16/32 text, for a later ``write``."""
+    if codec != "utf-8":
+        if len(fs.text_codecs) >= 10_000:  # bounded: the oldest go
+            del fs.text_codecs[next(iter(fs.text_codecs))]
+        fs.text_codecs[path] = codec
+    elif fs.text_codecs:
+        fs.text_codecs.pop(path, None)
+
+
+def _read_whole(f: ObservedFile, offset: int, limit: int,
+                fs: PolicyFileSystem | None = None) -> ReadResult:
     doc = decode(f.read(), f.path)
+    if fs is not None:
+        _note_codec(fs, f.path, doc.codec)
     lines = split_lines(doc.text)
     window = lines[offset - 1: offset - 1 + limit]
     # Trusted values built here: skip re-validating a list of up to `limit` lines.
@@ -183,7 +207,13 @@ def write(fs: PolicyFileSystem, args: WriteArgs) -> WriteResult:
 def write_file(fs: PolicyFileSystem, file_path: str, content: str) -> WriteResult:
     """:func:`write` with the arguments given one by one, already valid."""
     pending = fs.prepare_write(file_path, operation="write")
-    commit = pending.commit(_check_text(content, pending.path))
+    data = _check_text(content, pending.path)
+    # A UTF-16/32 file this context read as such stays in its encoding, behind its BOM
+    # (known from that read: no request); a new file is UTF-8.
+    codec = None if isinstance(pending.mode, Create) else fs.text_codecs.get(pending.path)
+    if codec is not None:
+        data = Document(content, bom=True, codec=codec).encode()
+    commit = pending.commit(data)
     if commit.merged:
         return WriteResult(path=commit.path, action="updated", version=commit.version,
                            size=commit.size, merged=True, merged_lines=list(commit.theirs))
@@ -208,12 +238,14 @@ def edit_file(fs: PolicyFileSystem, file_path: str, old_string: str, new_string:
     with fs.open(file_path, "rb", intent="edit") as f:
         data = f.read()
         doc = decode(data, f.path)
+        _note_codec(fs, f.path, doc.codec)
         try:
             # The cap is checked on the projected size, before the new text is built.
             outcome = apply_edit(doc.text, old_string, new_string,
                                  replace_all=replace_all, path=f.path,
                                  max_bytes=fs.size_cap, bom=doc.bom,
-                                 size=len(data) - (len(BOM) if doc.bom else 0))
+                                 size=len(data) - (len(BOM) if doc.bom else 0)
+                                 if doc.codec == "utf-8" else None)
         except FsError:
             # The model matched against what it read; if that is outdated, "read it
             # again" is the useful answer, not "no match".
@@ -229,12 +261,13 @@ def edit_file(fs: PolicyFileSystem, file_path: str, old_string: str, new_string:
         # bytes are made, the new one before the store reads the file back to check it,
         # so that an edit holds two copies of the file at a time, not four (hence
         # Document.encode written out: it would keep the old text alive).
-        count, lines, bom, text = outcome.count, outcome.lines, doc.bom, outcome.text
+        count, lines, mark, text = outcome.count, outcome.lines, doc.mark, outcome.text
+        codec = doc.codec  # UTF-16/32 with a BOM: written back in it (toolfs.formats.text)
         del doc, outcome
-        new_data = text.encode("utf-8")  # valid: checked text around checked new_string
+        new_data = text.encode(codec)  # valid: checked text around checked new_string
         del text
-        if bom:
-            new_data = BOM + new_data
+        if mark:
+            new_data = mark + new_data
         # Only if the file changed since it was read and the policy merges: the same
         # edit on the current text, when the lines it matched were left untouched.
         merged: list[EditOutcome] = []

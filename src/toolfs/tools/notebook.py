@@ -102,7 +102,7 @@ def read_file(fs: PolicyFileSystem, file_path: str, offset: int | None = None,
         if not f.complete:  # over the whole-file cap: windows of its text
             return tools._read_stream(f, offset or 1, limit or DEFAULT_LIMIT)
         data = f.read()
-        doc = decode(data, f.path)
+        doc = decode(data, f.path, wide=False)
         try:
             nb = parse(doc.text)
         except NotANotebook:
@@ -304,7 +304,7 @@ def edit_file(fs: PolicyFileSystem, file_path: str, old_string: str, new_string:
     if not is_notebook_path(file_path):
         return tools.edit_file(fs, file_path, old_string, new_string, replace_all)
     with fs.open(file_path, "rb", intent="edit") as f:
-        doc = decode(f.read(), f.path)
+        doc = decode(f.read(), f.path, wide=False)
         try:
             nb = parse(doc.text)
         except NotANotebook:
@@ -349,7 +349,7 @@ def _committed(fs: PolicyFileSystem, f: ObservedFile, nb: Notebook, bom: bool, p
 
     def rebase(current: bytes) -> Rebased | None:
         try:
-            doc = decode(current, f.path)
+            doc = decode(current, f.path, wide=False)
             now = parse(doc.text)
             again = plan(now)
             if not _rests_on_the_same(nb, now, change, again):
@@ -528,7 +528,7 @@ def notebook_edit_file(fs: PolicyFileSystem, file_path: str, cell_id: str, new_s
     if edit_mode != "delete":
         tools._check_text(new_source, file_path)
     with fs.open(file_path, "rb", intent="edit") as f:
-        doc = decode(f.read(), f.path)
+        doc = decode(f.read(), f.path, wide=False)
         try:
             nb = parse(doc.text)
         except NotANotebook as exc:

@@ -13,13 +13,18 @@ import contextlib
 import heapq
 import math
 import os
+import stat
 from collections import deque
 from collections.abc import Iterator
+from typing import Any
 
+from toolfs._trusted import trusted
 from toolfs.backends.base import Blob
+from toolfs.backends.conditions import has_reserved_part
 from toolfs.backends.local import LocalStore
 from toolfs.errors import FsError
-from toolfs.formats.text import BOM
+from toolfs.escaping import escape_undecodable
+from toolfs.formats.text import BOM, decode, wide_codec
 from toolfs.policy.filesystem import Found, PolicyFileSystem
 from toolfs.render import MAX_LINE_CHARS
 from toolfs.results import GlobResult, GrepMatch, GrepResult, ListEntry, ListResult
@@ -38,6 +43,7 @@ from toolfs.search.discovery import (
 GREP_LINE_CHARS = 4 * MAX_LINE_CHARS
 """Characters of a matching line a grep result keeps (the model sees ``MAX_LINE_CHARS``);
 ``GrepMatch.chars`` gives the whole length of a longer one."""
+_MATCH_SET = frozenset({"path", "line", "text", "context", "chars"})
 GITIGNORE_CAP = 1024 * 1024
 """A ``.gitignore`` larger than this is not read."""
 
@@ -103,6 +109,7 @@ class _Search:
         self.searched = 0
         self.skipped: dict[str, int] = {}
         self.rules_not_applied = 0
+        self.skipped_unknown = False
 
     def skip(self, why: str) -> None:
         self.skipped[why] = self.skipped.get(why, 0) + 1
@@ -121,11 +128,17 @@ class _Search:
         self.record(found, hits, self.picked_lines(data, hits) if hits else [])
 
     def examine(self, data: bytes) -> tuple[bytes, list[int]] | None:
-        """A file's bytes as searched (BOM dropped, CRLF as LF) and the 0-based numbers
-        of its matching lines, or ``None`` when it is not text (a NUL, or not UTF-8).
+        """A file's bytes as searched (BOM dropped, UTF-16/32 with a BOM as UTF-8, CRLF as
+        LF) and the 0-based numbers of its matching lines, or ``None`` when it is not text
+        (a NUL, or not UTF-8, or not the UTF-16/32 its BOM says).
         Pure: it changes no state of the search, so worker threads may call it."""
         if data.startswith(BOM):
             data = data[len(BOM):]
+        elif wide_codec(data) is not None:  # UTF-16/32 with a BOM: searched as text
+            try:
+                data = decode(data).text.encode("utf-8")
+            except FsError:
+                return None
         if b"\x00" in data:
             return None
         if not data.isascii():  # ASCII is UTF-8: spares decoding most source files
@@ -187,19 +200,23 @@ class _Search:
             if len(self.matches) >= self.limit:
                 self.truncated = True
                 return
-            text = line.decode("utf-8")
+            text = line.decode("utf-8", "replace")  # ripgrep: any bytes
             chars = None
             if len(text) > GREP_LINE_CHARS:
                 chars, text = len(text), text[:GREP_LINE_CHARS]
-            self.matches.append(GrepMatch(path=path, line=n + 1, text=text,
-                                          context=is_context, chars=chars))
+            # Built unvalidated (toolfs._trusted): the fields are right by construction,
+            # and validating each of up to grep_limit lines is much of a content search.
+            self.matches.append(trusted(GrepMatch, _MATCH_SET, {
+                "path": path, "line": n + 1, "text": text, "context": is_context,
+                "chars": chars}))
 
     def result(self) -> GrepResult:
         return GrepResult(
             mode=self.mode, files=self.files, matches=self.matches,
             counts=self.counts if self.mode == "count" else {}, truncated=self.truncated,
             files_searched=self.searched, skipped=dict(sorted(self.skipped.items())),
-            ignore_rules_not_applied=self.rules_not_applied)
+            ignore_rules_not_applied=self.rules_not_applied,
+            skipped_unknown=self.skipped_unknown)
 
 
 def _filter(fs: PolicyFileSystem, base: str, override: OverrideGlob | None,
@@ -248,44 +265,128 @@ def grep(fs: PolicyFileSystem, args: GrepArgs) -> GrepResult:
             prefix = override.prefix[len(base) + 1:] if base else override.prefix
         elif not base.startswith(override.prefix + "/"):
             return search.result()  # the glob names files outside the searched path
+    if fs.grep_engine == "ripgrep" and isinstance(fs.store, LocalStore):
+        answered = _grep_ripgrep(fs, args, regex, path, search)
+        if answered is not None:
+            return answered
     if fs.store.lists_in_order:
         try:
             return _grep_streamed(fs, path, base, prefix, override, search)
         except _Unordered:
             fs.store.lists_in_order = False  # from now on, the whole listing first
             search = _Search(fs, args, regex)
-    prefilter = _prefilter(fs, args, base, prefix, regex)
+    # Sizes only let a listing skip over-cap files before reading them; where they
+    # cost a stat per file (local), the bounded read below finds the same.
+    stats: dict[str, int] = {}
+    listed = list(fs.list_files(path, prefix=prefix, sizes=False, stats=stats))
+    return _grep_listed(fs, path, base, prefix, override, listed, stats, search)
+
+
+def _grep_ripgrep(fs: PolicyFileSystem, args: GrepArgs, regex: LineRegex,
+                  path: str | None, search: _Search) -> GrepResult | None:
+    """``grep`` answered by ripgrep (:mod:`toolfs.search.ripgrep`), or ``None`` where the
+    Python engine answers: no ``rg``, a pattern ripgrep would read another way, a search
+    path that is a file or is reached through a symlink, a ``.gitignore`` between the
+    root and the searched directory (ripgrep would not apply it as toolfs does), a deny
+    rule ripgrep's globs do not spell alike."""
+    rg = ripgrep.ripgrep_binary()
+    if rg is None or os.name != "posix" or not regex.whole_text \
+            or not ripgrep.usable(args.pattern):
+        return None
     try:
-        # Sizes only let a listing skip over-cap files before reading them; where they
-        # cost a stat per file (local), the bounded read below finds the same.
-        stats: dict[str, int] = {}
-        listed = list(fs.list_files(path, prefix=prefix, sizes=False, stats=stats))
-        return _grep_listed(fs, path, base, prefix, override, listed, stats, search,
-                            prefilter)
-    finally:
-        if prefilter is not None:
-            prefilter.close()
+        regexp = ripgrep.translate(args.pattern)
+    except ripgrep.Refused:
+        return None
+    if any(not d.strip() or d.strip()[0] in "!#" or "\\" in d for d in fs.deny):
+        return None
+    target = fs.search_root(path)
+    root = fs.jail.real_root
+    if target.is_root:
+        rel = ""
+    else:
+        if target.resolved and target.resolved != target.display:
+            return None
+        rel = os.path.relpath(target.backend_path, fs.jail.root)
+        if rel.startswith("..") or rel == "." \
+                or os.path.realpath(target.backend_path) != os.path.join(root, rel):
+            return None  # reached through a symlink: the Python engine confines it
+    directory = os.path.join(root, rel) if rel else root
+    try:
+        before = os.stat(directory, follow_symlinks=False)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(before.st_mode):
+        return None  # a file (or nothing): the Python engine's one-file search
+    ignore_files: list[str] = []
+    if fs.gitignore:
+        if fs._denied(".gitignore") or fs._denied("d/.gitignore"):
+            return None
+        parts = rel.split("/") if rel else []
+        for i in range(len(parts)):
+            d = "/".join(parts[:i])
+            if os.path.lexists(os.path.join(root, d, ".gitignore")):
+                if d:
+                    return None
+                ignore_files.append(os.path.join(root, ".gitignore"))
+    check = bool(fs.deny)
+
+    def accept(raw: bytes) -> str | None:
+        shown = os.fsdecode(raw[2:])
+        if not shown.isascii():
+            shown = escape_undecodable(shown)
+        if has_reserved_part(shown):
+            return None
+        if check and not fs.visible(shown, os.path.join(root, os.fsdecode(raw[2:]))):
+            return None
+        return shown
+
+    walk: dict[str, Any] = {
+        "cwd": root, "start": "./" + rel if rel else "./", "regexp": regexp,
+        "ignore_case": args.ignore_case, "size_cap": fs.size_cap, "glob": args.glob,
+        # toolfs's temporary files are hidden (rg skips them) and left out by `accept`
+        # where a glob brings them back: no glob of their own, which costs per file.
+        "deny_globs": [d.strip() for d in fs.deny],
+        "fold_case": fs.store.folds_case, "gitignore": fs.gitignore,
+        "ignore_files": ignore_files, "keep": search.limit + 1, "accept": accept}
+    try:
+        answer: ripgrep.Counted | ripgrep.Blocks
+        if search.mode == "content":
+            answer = ripgrep.content(rg, context=args.context, **walk)
+        else:
+            answer = ripgrep.count(rg, weighted=False,
+                                   counted=search.mode == "count", **walk)
+    except ripgrep.Refused:
+        return None
+    after = os.stat(directory, follow_symlinks=False)
+    if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
+        return None  # swapped while searched: the Python engine confines it
+    if isinstance(answer, ripgrep.Blocks):
+        for shown, picked in answer.files:
+            hits = [n for n, is_context, _ in picked if not is_context]
+            if hits:
+                search.record(_found(shown), hits, picked)
+                if search.done:
+                    break
+    else:
+        for shown, n, _ in answer.files:
+            search.record(_found(shown), [0] * n, [])
+            if search.done:
+                break
+    if answer.more:
+        search.truncated = True
+    search.searched = answer.searched or 0
+    search.skipped_unknown = True
+    return search.result()
 
 
-def _prefilter(fs: PolicyFileSystem, args: GrepArgs, base: str, prefix: str,
-               regex: LineRegex) -> ripgrep.Prefilter | None:
-    """ripgrep started over the listed directory, where it can help: a local store,
-    the ``ripgrep`` engine, a pattern searched line by line alike everywhere."""
-    if fs.grep_engine != "ripgrep" or not isinstance(fs.store, LocalStore) \
-            or not regex.whole_text:
-        return None
-    target = fs.search_root(_search_path(args.path))
-    directory = target.backend_path.rstrip("/") + (f"/{prefix}" if prefix else "")
-    if not os.path.isdir(directory):
-        return None
-    return ripgrep.start(directory, args.pattern, ignore_case=args.ignore_case,
-                         glob=args.glob, gitignore=fs.gitignore, size_cap=fs.size_cap)
+def _found(shown: str) -> Found:
+    return Found(path=shown, rel=shown, backend_path="", kind="file", size=None,
+                 mtime=None)
 
 
 def _grep_listed(fs: PolicyFileSystem, path: str | None, base: str, prefix: str,
                  override: OverrideGlob | None, listed: list[Found],
-                 stats: dict[str, int], search: _Search,
-                 prefilter: ripgrep.Prefilter | None) -> GrepResult:
+                 stats: dict[str, int], search: _Search) -> GrepResult:
     cap = fs.size_cap
     if not stats.get("listed") and base:
         # No file at all below it (denied ones count: a directory of denied files is a
@@ -304,37 +405,8 @@ def _grep_listed(fs: PolicyFileSystem, path: str | None, base: str, prefix: str,
             search.skip("too_large")
             continue
         candidates.append(f)
-    counts = prefilter.counts() if prefilter is not None else None
-    if counts is None:
-        _run(fs, candidates, search, cap)
-    else:
-        _run_prefiltered(fs, candidates, search, cap, counts)
+    _run(fs, candidates, search, cap)
     return search.result()
-
-
-def _run_prefiltered(fs: PolicyFileSystem, candidates: list[Found], search: _Search,
-                     cap: int, counts: dict[str, int]) -> None:
-    """:func:`_run`, with the files ripgrep searched without finding a line counted as
-    searched unread (see :mod:`toolfs.search.ripgrep`); every other file is read and searched
-    here, in the same path order, with the same early stop (a file after the stop is
-    not counted, as the Python engine does not reach it)."""
-    window = 64
-    for start in range(0, len(candidates), window):
-        part = candidates[start:start + window]
-        needed = [f for f in part if counts.get(f.backend_path) != 0]
-        outcomes = fs.read_many(needed, length=cap + 1) if needed else iter(())
-        try:
-            for f in part:
-                if counts.get(f.backend_path) == 0:
-                    search.searched += 1
-                    continue
-                _take(search, *next(outcomes), cap)
-                if search.done:
-                    return
-        finally:
-            close = getattr(outcomes, "close", None)
-            if close is not None:
-                close()
 
 
 def _run_parallel(fs: PolicyFileSystem, candidates: list[Found], search: _Search,
