@@ -91,3 +91,24 @@ def test_one_operation_still_answers_a_tool_output(backend: Backend) -> None:
     ws.read("a.txt")
     out = apply_patch(ws, _update("a.txt", "@@\n-a\n+A\n"))
     assert out.text == "Updated a.txt" and not out.is_error
+
+
+@pytest.mark.parametrize("backend", ["memory"], indirect=True)
+def test_a_batch_patches_a_notebooks_cell_sources(backend: Backend) -> None:
+    import json
+
+    from tests.notebook_samples import base_notebook
+
+    raw = (json.dumps(base_notebook(), indent=1) + "\n").encode()
+    backend.put("nb.ipynb", raw)
+    backend.put("a.txt", b"a\n")
+    ws = backend.workspace()
+    ws.read("nb.ipynb")
+    ws.read("a.txt")
+    report = apply_patch(ws, [_update("nb.ipynb", "@@\n-plot(df)\n+plot(df, kind='bar')\n"),
+                              _update("a.txt", "@@\n-a\n+A\n")])
+    assert not report.is_error, report.text
+    stored = backend.get("nb.ipynb")
+    assert "plot(df, kind='bar')" in json.loads(stored)["cells"][2]["source"]
+    # Every byte outside the changed source stays as it was.
+    assert stored.replace(b"plot(df, kind='bar')", b"plot(df)") == raw

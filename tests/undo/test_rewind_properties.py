@@ -104,7 +104,7 @@ def _run_mine(ws: toolfs.Workspace, op: tuple[Any, ...], state: dict[str, bytes]
 
 
 @pytest.mark.parametrize("backend", ["memory", "local", "s3"], indirect=True)
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                  HealthCheck.too_slow])
 @given(before=st.lists(st.tuples(_name, _content), max_size=4),
@@ -141,6 +141,10 @@ def test_rewind_restores_only_this_contexts_work(
     # A name this context created and deleted again has nothing of it left to restore.
     touched = {c.path for c in ws.changes(since=cp)} | \
         {c.to_path for c in ws.changes(since=cp) if c.to_path}
+    # Created and deleted again by this context: nothing of it to restore; whatever is
+    # there now is someone else's.
+    skipped = {n for n in model.first
+               if model.first[n] is None and _last_left_absent(ws, cp, n)}
     before_rewind = _raw_state(backend, root)
     result = ws.rewind(cp)
     after = _raw_state(backend, root)
@@ -153,15 +157,20 @@ def test_rewind_restores_only_this_contexts_work(
         if result.refused:
             assert after == before_rewind
         return
-    live = {n for n in model.conflict if n in touched and not (
-        model.first.get(n) is None and _last_left_absent(ws, cp, n))}
+    live = {n for n in model.conflict if n in touched and n not in skipped}
     if live:
-        assert set(result.refused) == live, (result.refused, live)
+        if ws.fs.store.conditions_by_service:
+            # Object stores check a file to be re-created by its own conditional create,
+            # in the write phase: when another file refused the set first, that one is
+            # never reached (and nothing is written either way).
+            assert result.refused and set(result.refused) <= live, (result.refused, live)
+        else:
+            assert set(result.refused) == live, (result.refused, live)
         assert after == before_rewind  # all or nothing: nothing restored
         return
     assert not result.refused, result.refused
     for name in NAMES:
-        if name in model.first:
+        if name in model.first and name not in skipped:
             expected = model.first[name]
             assert after.get(name) == expected, (name, after.get(name), expected)
         else:

@@ -577,7 +577,14 @@ def _plan_batch(fs: PolicyFileSystem, ops: Sequence[PatchOperation], require_rea
         try:
             if op.type == "create_file":
                 assert op.diff is not None
-                text = parse_create(op.diff, path=fs.resolve(op.path).display)
+                shown = fs.resolve(op.path).display
+                text = parse_create(op.diff, path=shown)
+                if is_notebook_path(shown):  # a notebook created must be one
+                    try:
+                        validate_notebook_text(text)
+                    except FsError as err:
+                        err.path = shown
+                        raise
                 made = create(op.path, text.encode("utf-8"), "create_file")
                 lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
                 results.append((op, PatchResult(path=made.display, action="created",
@@ -594,9 +601,24 @@ def _plan_batch(fs: PolicyFileSystem, ops: Sequence[PatchOperation], require_rea
                 held = slot(op.path)
                 assert held.new is not None
                 doc = decode(held.new, held.display)
-                outcome = apply_update(doc.text, hunks, path=held.display,
-                                       diff_newline="\r\n" if "\r\n" in op.diff else "\n")
-                data = doc.encode(outcome.text)
+                newline = "\r\n" if "\r\n" in op.diff else "\n"
+                notebook = _as_notebook(doc.text, held.display)
+                if notebook is not None:  # the diff applies to the cells' sources
+                    counts: list[PatchOutcome] = []
+
+                    def change(text: str, h: list[Hunk] = hunks, path: str = held.display,
+                               nl: str = newline, c: list[PatchOutcome] = counts) -> str:
+                        done = apply_update(text, h, path=path, diff_newline=nl)
+                        c[:] = [done]
+                        return done.text
+
+                    data = notebook_tools.patched_bytes(fs, held.display, notebook,
+                                                        doc.bom, change)
+                    outcome = counts[0]
+                else:
+                    outcome = apply_update(doc.text, hunks, path=held.display,
+                                           diff_newline=newline)
+                    data = doc.encode(outcome.text)
                 moved: str | None = None
                 if op.move_to is not None and \
                         fs.resolve(op.move_to).backend_path != fs.resolve(op.path).backend_path:
