@@ -56,6 +56,12 @@ class Ledger:
         with self._lock:
             return self._obs.get(key)
 
+    def held(self, key: str) -> Observation | None:
+        """What this process holds of ``key``'s observation, never asking a store (a
+        shared ledger's :meth:`get` may): for hints such as a size."""
+        with self._lock:
+            return self._obs.get(key)
+
     def record(self, key: str, version: FileVersion | None, *, size: int | None = None,
                content: bytes | None = None) -> None:
         """Remember that ``key`` is at ``version`` (None: absent), with its bytes if known."""

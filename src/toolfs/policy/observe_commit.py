@@ -537,7 +537,7 @@ class ObserveCommit(Guards):
         if isinstance(put, Update):
             pre = put.known if put.known is not None else \
                 self.ledger.content(key, put.expected)
-            obs = self.ledger.get(key)
+            obs = self.ledger.held(key)  # a hint: no request, even from a shared ledger
             size = obs.size if obs is not None and obs.version == before else None
         kind: ChangeKind | None = "deleted" if deleting else None
         if not deleting and isinstance(put, Update | Create):

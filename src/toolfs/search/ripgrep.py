@@ -357,7 +357,9 @@ def count(rg: str, *, cwd: str, start: str, regexp: str, ignore_case: bool,
     parser = _CountParser(keep=keep, weighted=weighted, counted=counted, accept=accept)
     status = stream(args, cwd, parser.feed)
     searched = parser.searched()
-    if status not in (0, 1) and searched is None:
+    if status not in (0, 1):
+        # 2: ripgrep met an error on the way (a path longer than PATH_MAX, a file it
+        # could not open) and left those files out; the Python engine answers in full.
         raise Refused(f"rg exited with {status}")
     parser._trim()
     return Counted(files=sorted(parser.files), searched=searched, more=parser.more)
@@ -397,7 +399,9 @@ def content(rg: str, *, cwd: str, start: str, regexp: str, ignore_case: bool,
     status = stream(args, cwd, parser.feed)
     parser.switch(b"")
     searched = parser.searched()
-    if status not in (0, 1) and searched is None:
+    if status not in (0, 1):
+        # 2: ripgrep met an error on the way (a path longer than PATH_MAX, a file it
+        # could not open) and left those files out; the Python engine answers in full.
         raise Refused(f"rg exited with {status}")
     parser.trim()
     files = sorted(parser.blocks.items())
