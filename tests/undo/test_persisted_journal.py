@@ -105,8 +105,9 @@ def _enable_versioning(backend: Backend) -> bool:
 @pytest.mark.parametrize("versioned", [False, True])
 def test_a_persisted_journal_reopens_and_copies_bytes_only_without_versions(
         backend: Backend, versioned: bool) -> None:
-    if versioned and not _enable_versioning(backend):
-        pytest.skip(f"{backend.name}: no object versioning in the emulator")
+    # Where the store keeps no versions (memory; Azurite implements no blob versioning),
+    # asking for them changes nothing: the journal copies the bytes, as without.
+    versioned = versioned and _enable_versioning(backend)
     backend.put("a.txt", b"alpha\n")
     backend.put("b.txt", b"beta\n")
     journal_url = f"memory://journals-{backend.name}-{versioned}-{id(backend)}"
