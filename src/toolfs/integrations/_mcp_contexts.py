@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
@@ -31,10 +30,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from toolfs.errors import FsError, fs_error
-from toolfs.policy.events import FsEvent, Subscriber
+from toolfs.integrations._contexts import _forwarder
 from toolfs.policy.shared_ledger import LedgerStore, SharedLedger
 from toolfs.render import ToolOutput
-from toolfs.workspace import AsyncWorkspace, Workspace
+from toolfs.workspace import AsyncWorkspace
 
 __all__ = ["ANONYMOUS", "CONTEXT_HEADER", "CONTEXT_META", "MAX_KEY_CHARS", "PRINCIPAL_SCOPE_KEY",
            "ContextKey", "PrincipalResolver", "ServerContexts", "context_key", "principal_name"]
@@ -50,10 +49,6 @@ PRINCIPAL_SCOPE_KEY = "toolfs.principal"
 with a ``name`` attribute."""
 MAX_KEY_CHARS = 200
 
-_log = logging.getLogger(__name__)
-# Events a subscriber may refuse (its error refuses the operation); the others are after
-# the fact, and one subscriber's error must not keep the event from the rest.
-_BEFORE = frozenset({"fs/read", "fs/write-intent"})
 
 KeyKind = Literal["session", "client", "principal", "stream"]
 
@@ -208,19 +203,3 @@ class ServerContexts:
     def __len__(self) -> int:
         with self._lock:
             return len(self._kept)
-
-
-def _forwarder(root: Workspace) -> Subscriber:
-    """Sends a context's events to ``root``'s subscribers as they are at the time (the
-    same as the adapters' per-agent contexts do; kept here so that the server package
-    does not import the integrations)."""
-    def forward(event: FsEvent) -> None:
-        for subscriber in list(root.fs.subscribers):
-            if event.type in _BEFORE:
-                subscriber(event)  # a veto or failure refuses the operation
-                continue
-            try:
-                subscriber(event)
-            except Exception:  # after the fact: the rest still get it
-                _log.exception("toolfs event subscriber failed on %s", event.type)
-    return forward
