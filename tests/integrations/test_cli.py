@@ -319,3 +319,20 @@ def test_serve_checks_its_root_at_start(capsys: pytest.CaptureFixture[str],
     code, _, err = run(capsys, *argv)
     assert code == 1 and err.count("\n") == 1, err
     assert "the bucket toolfs-no-such-bucket does not exist" in err
+
+
+def test_commands_other_than_an_authenticated_serve_never_import_the_server_package() -> None:
+    # `pip install -e . && toolfs demo` (the README's first command) has no PyJWT crypto
+    # backend: the entry point must import toolfs.server only for serve's OAuth options.
+    import subprocess
+    import sys
+
+    code = ("import sys, contextlib, io\n"
+            "from toolfs.__main__ import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+            "    main(['schema'])\n"
+            "print('toolfs.server' in sys.modules, 'jwt' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False False", done.stdout
