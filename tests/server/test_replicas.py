@@ -181,10 +181,11 @@ async def test_a_replica_killed_mid_run_and_the_agents_go_on(replicas: Replicas)
     assert len(lines) - 1 - len(tally.landed) <= len(tally.transport_errors)
     assert set(tally.refusals) <= {"stale"}
     # At most the calls in flight on the killed replica failed (one per agent); every
-    # call after the kill was answered by the two others.
+    # call after the kill was answered by the two others. An answer the replica sent
+    # just before it died may be counted just after (at most one per agent, in flight).
     assert len(tally.transport_errors) <= 4
     after = tally.served[calls_before:]
-    assert len(after) >= 12 and victim.name not in after
+    assert len(after) >= 12 and victim.name not in after[len(agents):]
 
 
 @pytest.fixture(scope="module")

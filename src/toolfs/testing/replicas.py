@@ -88,7 +88,33 @@ def _tail(path: Path, limit: int = 3000) -> str:
         return ""
 
 
-class ServeProcess:
+class _ChildProcess:
+    """A child process with a temporary directory of its own: ``start`` (in the
+    subclass) makes both, :meth:`stop` ends the process and removes the directory."""
+
+    _dir: Path | None
+    process: subprocess.Popen[bytes] | None
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop the process and remove its files; idempotent."""
+        if self.process is not None:
+            _stop(self.process)
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+class ServeProcess(_ChildProcess):
     """One ``toolfs serve`` HTTP process of this tree's toolfs.
 
     Args:
@@ -148,20 +174,6 @@ class ServeProcess:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
 
-    def stop(self) -> None:
-        """Stop the process and remove its files; idempotent."""
-        if self.process is not None:
-            _stop(self.process)
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
 
 
 def find_haproxy() -> str:
@@ -199,7 +211,7 @@ def haproxy_config(port: int, servers: Mapping[str, int], *, check_ms: int = 200
     return "\n".join(lines) + "\n"
 
 
-class HAProxy:
+class HAProxy(_ChildProcess):
     """Debian's ``haproxy`` balancing over ``servers`` (name: port) on ``port`` (default:
     a free one; give one to know the public URL before the replicas start, e.g. for
     ``--resource``)."""
@@ -245,19 +257,6 @@ class HAProxy:
             _stop(self.process)
         raise RuntimeError(f"haproxy did not start:\n{_tail(log)}")
 
-    def stop(self) -> None:
-        if self.process is not None:
-            _stop(self.process)
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
 
 
 class Replicas:
